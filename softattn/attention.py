@@ -1,0 +1,233 @@
+"""``dot_product_attention`` with any normalizer: dense, chunked and linear paths.
+
+Layout ``[batch, length, heads, head_dim]`` as ``jax.nn.dot_product_attention``.
+
+Paths (``implementation=``):
+
+* ``"dense"`` materialises the ``[B, H, Lq, Lk]`` scores and weights; works for
+  every normalizer and can return the weights.
+* ``"chunked"`` never holds more than a ``[B, H, chunk, Lk]`` slab per step,
+  forward *and* backward: queries are processed in blocks of
+  ``query_chunk_size`` under ``jax.checkpoint`` (so the backward pass keeps only
+  one block's residuals), and within a block keys are streamed in blocks of
+  ``chunk_size``, accumulating the output as each normalizer's mode allows
+  (running max for ``exp``/``softpick``, plain sums for ``ratio``/``pointwise``;
+  a first streaming pass gathers the per-query mean/variance that NormSoftmax,
+  LogitNorm, NAP and ``prenorm`` need, merged with Chan's formula). Peak memory
+  is O(L * chunk) instead of O(L^2). Normalizers whose weights depend on the
+  whole sorted or ordered row (``sparsemax``, ``entmax15``, ``stick_breaking``,
+  and ``prenorm`` of them) cannot be streamed over keys and raise ValueError.
+* ``"linear"`` for normalizers linear in the scores (``scaled``,
+  ``relu_seqlen(act='identity')``): ``coef(n) * scale * Q (K^T V)``, cost
+  O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
+  bias, not causal).
+* ``"auto"`` (default): ``linear`` when it applies and is cheaper
+  (``Lq * Lk > (Lq + Lk) * d``); else ``chunked`` when the normalizer streams
+  and the dense scores would exceed ``auto_dense_max_bytes`` (256 MiB); else
+  ``dense``. ``return_weights=True`` always uses ``dense``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+
+from softattn import normalizers as norms
+from softattn.normalizers.core import Normalizer
+
+IMPLEMENTATIONS = ("auto", "dense", "chunked", "linear")
+AUTO_DENSE_MAX_BYTES = 256 * 2**20
+DEFAULT_CHUNK = 512
+
+
+def _check_shapes(query, key, value):
+  for name, x in (("query", query), ("key", key), ("value", value)):
+    if x.ndim != 4:
+      raise ValueError(f"{name} must be [batch, length, heads, head_dim], got "
+                       f"shape {x.shape}")
+  b, _, h, d = query.shape
+  if key.shape[0] != b or key.shape[2] != h or key.shape[3] != d:
+    raise ValueError(f"query {query.shape} and key {key.shape} must agree on "
+                     f"batch, heads and head_dim")
+  if value.shape[:3] != key.shape[:3]:
+    raise ValueError(f"key {key.shape} and value {value.shape} must agree on "
+                     f"batch, length and heads")
+
+
+def _as_4d(x, name, shape):
+  """Broadcast-checks ``x`` (mask/bias) against ``shape`` = [B, H, Lq, Lk]."""
+  if x is None:
+    return None
+  x = jnp.asarray(x)
+  if x.ndim > 4:
+    raise ValueError(f"{name} has {x.ndim} dims; expected at most 4 "
+                     f"broadcastable to [batch, heads, q_len, k_len] {shape}")
+  x = x.reshape((1,) * (4 - x.ndim) + x.shape)
+  try:
+    jnp.broadcast_shapes(x.shape, shape)
+  except ValueError:
+    raise ValueError(f"{name} shape {x.shape} does not broadcast to [batch, "
+                     f"heads, q_len, k_len] = {shape}") from None
+  return x
+
+
+def _causal_mask(q_len, k_len, q_offset=0, k_offset=0):
+  qi = jnp.arange(q_len)[:, None] + q_offset
+  ki = jnp.arange(k_len)[None, :] + k_offset
+  return ki <= qi
+
+
+def _scores(query, key, scale):
+  s = jnp.einsum("bqhd,bkhd->bhqk", query, key,
+                 preferred_element_type=jnp.float32)
+  return s * scale
+
+
+def _dense(query, key, value, norm, p, mask, bias, scale, causal):
+  s = _scores(query, key, scale)
+  if bias is not None:
+    s = s + bias.astype(s.dtype)
+  if causal:
+    c = _causal_mask(query.shape[1], key.shape[1])
+    mask = c if mask is None else jnp.logical_and(mask, c)
+  w = norm(s, mask=mask, **p)
+  out = jnp.einsum("bhqk,bkhd->bqhd", w.astype(value.dtype), value,
+                   preferred_element_type=jnp.float32)
+  return out.astype(value.dtype), w
+
+
+def dot_product_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    *,
+    normalizer: str | Normalizer = "softmax",
+    normalizer_params: Mapping[str, Any] | None = None,
+    mask: jax.Array | None = None,
+    bias: jax.Array | None = None,
+    scale: float | None = None,
+    is_causal: bool = False,
+    implementation: str = "auto",
+    chunk_size: int | None = None,
+    query_chunk_size: int | None = None,
+    return_weights: bool = False,
+):
+  """Attention ``o_i = sum_j w_ij v_j`` with ``w = normalizer(scale * q.k + bias)``.
+
+  Args:
+    query: ``[batch, q_len, heads, head_dim]``.
+    key: ``[batch, k_len, heads, head_dim]``.
+    value: ``[batch, k_len, heads, v_dim]``.
+    normalizer: registry name, spec string or ``Normalizer`` (see
+      ``softattn.normalizers.names()``).
+    normalizer_params: extra parameters for the normalizer, e.g. learnable ones
+      (``{"w": w}`` for ``normsoftmax_learnable``); may be traced arrays.
+    mask: boolean, broadcastable to ``[batch, heads, q_len, k_len]``; False
+      keys get weight exactly 0 and do not count in ``n``/mean/std.
+    bias: additive score bias, broadcastable like ``mask``.
+    scale: score scale; default ``normalizer.default_scale`` or, if that is
+      None, ``1/sqrt(head_dim)`` (NormSoftmax family: 1, as the paper).
+    is_causal: apply a causal mask (computed per block, never materialised by
+      the chunked path).
+    implementation: ``"auto" | "dense" | "chunked" | "linear"`` (module doc).
+    chunk_size: key block size of the chunked path (default 512).
+    query_chunk_size: query block size of the chunked path (default
+      ``chunk_size``).
+    return_weights: also return the ``[batch, heads, q_len, k_len]`` weights
+      (dense path only).
+
+  Returns:
+    ``[batch, q_len, heads, v_dim]`` in ``value.dtype``, and the weights if
+    ``return_weights``.
+  """
+  query, key, value = map(jnp.asarray, (query, key, value))
+  _check_shapes(query, key, value)
+  if implementation not in IMPLEMENTATIONS:
+    raise ValueError(f"unknown implementation {implementation!r}; valid: "
+                     f"{', '.join(IMPLEMENTATIONS)}")
+  norm = norms.get(normalizer)
+  b, lq, h, d = query.shape
+  lk = key.shape[1]
+  p = norm.resolve(normalizer_params, head_dim=d)
+  if scale is None:
+    scale = norm.default_scale if norm.default_scale is not None else (
+        1.0 / math.sqrt(d))
+  shape = (b, h, lq, lk)
+  mask = _as_4d(mask, "mask", shape)
+  bias = _as_4d(bias, "bias", shape)
+
+  impl = implementation
+  if return_weights and impl not in ("auto", "dense"):
+    raise ValueError("return_weights=True needs implementation='dense' (the "
+                     "other paths never materialise the weights)")
+  if impl == "auto":
+    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights)
+  if impl == "linear":
+    _check_linear(norm, mask, bias, is_causal)
+    out = _linear(query, key, value, norm, p, mask, scale)
+  elif impl == "chunked":
+    if not norm.streamable:
+      raise ValueError(
+          f"normalizer {norm.name!r} cannot be chunked over keys: its weights "
+          f"depend on the whole (sorted or ordered) score row; use "
+          f"implementation='dense'")
+    from softattn.chunked import chunked_attention  # noqa: PLC0415
+    out = chunked_attention(query, key, value, norm, p, mask, bias, scale,
+                            is_causal, chunk_size or DEFAULT_CHUNK,
+                            query_chunk_size or chunk_size or DEFAULT_CHUNK)
+  else:
+    out, w = _dense(query, key, value, norm, p, mask, bias, scale, is_causal)
+    if return_weights:
+      return out, w
+  return out
+
+
+def _key_only(mask):
+  return mask is None or mask.shape[2] == 1
+
+
+def _auto(norm, shape, d, mask, bias, is_causal, return_weights):
+  b, h, lq, lk = shape
+  if return_weights:
+    return "dense"
+  if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
+      and lq * lk > (lq + lk) * d):
+    return "linear"
+  if norm.streamable and b * h * lq * lk * 4 > AUTO_DENSE_MAX_BYTES:
+    return "chunked"
+  return "dense"
+
+
+def _check_linear(norm, mask, bias, is_causal):
+  if not norm.is_linear:
+    raise ValueError(
+        f"normalizer {norm.name!r} is not linear in the scores; "
+        f"implementation='linear' needs 'scaled' or "
+        f"\"relu_seqlen(act='identity')\"")
+  if bias is not None or is_causal or not _key_only(mask):
+    raise ValueError(
+        "implementation='linear' needs a key-only mask ([batch, heads|1, 1, "
+        "k_len]) and no bias or causal mask; use 'chunked' or 'dense'")
+
+
+def _linear(query, key, value, norm, p, mask, scale):
+  """``coef(n) * scale * Q (K^T V)`` with masked keys zeroed."""
+  b, lq, h, d = query.shape
+  lk = key.shape[1]
+  f32 = jnp.float32
+  if mask is None:
+    n = jnp.full((b, h, 1, 1), lk, f32)
+    kv_key = key
+  else:
+    km = jnp.broadcast_to(mask, (mask.shape[0], mask.shape[1], 1, lk))[:, :, 0]
+    n = jnp.sum(km, axis=-1).astype(f32)[..., None, None]  # [B|1, H|1, 1, 1]
+    kv_key = jnp.where(jnp.transpose(km, (0, 2, 1))[..., None], key, 0)
+  kv = jnp.einsum("bkhd,bkhe->bhde", kv_key, value, preferred_element_type=f32)
+  out = jnp.einsum("bqhd,bhde->bqhe", query.astype(f32), kv)
+  coef = norm.linear_coef(jnp.maximum(n, 1.0), **p) * scale  # [B, H, 1, 1]
+  coef = jnp.where(n > 0, coef, 0.0)
+  out = out * jnp.transpose(coef, (0, 2, 1, 3))
+  return out.astype(value.dtype)

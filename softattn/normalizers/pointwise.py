@@ -1,0 +1,97 @@
+"""Normalizers that need no normalisation sum: ``w = phi(s, row stats)``.
+
+They need no running max when streamed, and the ones linear in ``s``
+(``scaled``, ``relu_seqlen(act='identity')``) have an O(n d^2) path.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from softattn.normalizers.core import Normalizer
+
+ACTIVATIONS = {
+    "relu": jax.nn.relu,
+    "relu2": lambda x: jnp.square(jax.nn.relu(x)),
+    "gelu": jax.nn.gelu,
+    "softplus": jax.nn.softplus,
+    "identity": lambda x: x,
+    "relu6": jax.nn.relu6,
+    "sigmoid": jax.nn.sigmoid,
+}
+
+
+def _activation(act):
+  try:
+    return ACTIVATIONS[act]
+  except (KeyError, TypeError):
+    raise ValueError(
+        f"relu_seqlen: unknown act={act!r}; valid: "
+        f"{', '.join(ACTIVATIONS)}.") from None
+
+
+def _safe_n(stats):
+  return jnp.maximum(stats.n, 1.0)
+
+
+def _relu_seqlen(s, stats, *, alpha, act):
+  return _safe_n(stats) ** (-alpha) * _activation(act)(s)
+
+
+relu_seqlen = Normalizer(
+    name="relu_seqlen", mode="pointwise", needs="count",
+    defaults=dict(alpha=1.0, act="relu"), transform=_relu_seqlen,
+    linear_coef=lambda n, *, alpha, act: n ** (-alpha),
+    is_distribution=False,
+    doc=r"""ReLU attention family (Wortsman et al. 2023).
+
+    ``w = n^(-alpha) * h(s)`` with ``n`` the number of unmasked keys and ``h`` in
+    ``relu, relu2 (= relu^2), gelu, softplus, identity, relu6, sigmoid``.
+    The headline is ``relu / n`` (``alpha=1``). Not a distribution. With
+    ``act='identity'`` it is linear in the scores, so attention can compute it
+    as ``Q (K^T V)`` in O(n d^2). qk-LayerNorm and the gated unit live in
+    ``softattn.nn.MultiHeadAttention``.
+    """)
+
+
+scaled = Normalizer(
+    name="scaled", mode="pointwise", needs="count", defaults={},
+    transform=lambda s, stats: s / jnp.sqrt(_safe_n(stats)),
+    linear_coef=lambda n: n ** -0.5, is_distribution=False,
+    doc=r"""Scaled dot product without softmax (Cho et al. 2022, eq. 3).
+
+    ``w = s / sqrt(n)``; with ``s = q.k / sqrt(d)`` the output is
+    ``Q (K^T V) / sqrt(n d)``, which attention computes right-to-left in
+    O(n d^2) (``implementation='linear'``).
+    """)
+
+
+def _sigmoid(s, stats, *, bias):
+  if bias is None:
+    bias = -jnp.log(_safe_n(stats))
+  return jax.nn.sigmoid(s + bias)
+
+
+sigmoid = Normalizer(
+    name="sigmoid", mode="pointwise", needs="count", defaults=dict(bias=None),
+    transform=_sigmoid, is_distribution=False,
+    doc=r"""Sigmoid attention (Ramapuram et al. 2024, arXiv 2409.04431).
+
+    ``w = sigmoid(s + b)`` with ``b = -log(n)`` by default (``bias=None``), the
+    paper's choice that keeps early-training weights near ``1/n``.
+    """)
+
+
+def _nap(s, stats, *, g, b, eps):
+  return (s - stats.mean) / jnp.sqrt(stats.var + eps) * g + b
+
+
+nap = Normalizer(
+    name="nap", mode="pointwise", needs="moments",
+    defaults=dict(g=1.0, b=0.0, eps=1e-6), transform=_nap,
+    is_distribution=False,
+    doc=r"""Normalized attention pooling (Richter & Wattenhofer 2020).
+
+    ``w = (s - mean(s)) / std(s) * g + b`` over unmasked keys, with a gain
+    ``g`` and bias ``b`` that the paper learns per head (pass them, or let
+    ``MultiHeadAttention`` own them). ``eps`` inside the std as in NormSoftmax.
+    """)

@@ -1,0 +1,132 @@
+"""One registry of normalizers, addressed by name or call-like spec string.
+
+>>> get("softmax")
+>>> get("normsoftmax(gamma=inf)")
+>>> get("relu_seqlen(alpha=0.5, act='gelu')")
+>>> get("prenorm(sin2_max_shifted)")
+>>> get("normsoftmax(gamma=sqrt_d/2)")   # resolved by attention from head_dim
+
+Spec strings are parsed with Python's ``ast`` (never ``eval``): values are
+literals, ``inf``/``nan``/``pi``, ``sqrt_d`` expressions, or bare words taken as
+strings (``act=gelu`` is ``act='gelu'``), so configs need no nested quotes.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Callable, Union
+
+from softattn.normalizers.core import Normalizer, SqrtHeadDim
+from softattn.normalizers.periodic import make_prenorm
+
+_REGISTRY: dict[str, Union[Normalizer, Callable[..., Normalizer]]] = {}
+
+
+def register(normalizer: Normalizer | None = None, *, name: str | None = None,
+             factory: Callable[..., Normalizer] | None = None):
+  """Adds a ``Normalizer`` (or a ``factory(*args, **kw) -> Normalizer``)."""
+  key = name or normalizer.name
+  if key in _REGISTRY:
+    raise ValueError(f"normalizer {key!r} is already registered")
+  _REGISTRY[key] = factory if factory is not None else normalizer
+  return normalizer
+
+
+def names() -> list[str]:
+  """Every registered normalizer name, sorted."""
+  return sorted(_REGISTRY)
+
+
+def _unknown(name):
+  return ValueError(
+      f"unknown normalizer {name!r}; valid names: {', '.join(names())}.")
+
+
+def get(spec: Union[str, Normalizer]) -> Normalizer:
+  """Returns the normalizer named by ``spec`` with its parameters bound.
+
+  Args:
+    spec: a ``Normalizer`` (returned unchanged), a name from ``names()``, or a
+      call-like string ``"name(key=value, ...)"``; ``prenorm`` takes the inner
+      normalizer's spec as its one positional argument.
+
+  Raises:
+    ValueError: unknown name (the message lists the valid ones), unknown
+      parameter, or a malformed spec.
+  """
+  if isinstance(spec, Normalizer):
+    return spec
+  if not isinstance(spec, str):
+    raise TypeError(f"normalizer spec must be a str or Normalizer, got "
+                    f"{type(spec).__name__}")
+  try:
+    node = ast.parse(spec.strip(), mode="eval").body
+  except SyntaxError:
+    raise ValueError(f"cannot parse normalizer spec {spec!r}; expected "
+                     f"'name' or 'name(key=value, ...)'.") from None
+  return _build(node, spec)
+
+
+def _build(node, spec) -> Normalizer:
+  if isinstance(node, ast.Name):
+    name, args, kwargs = node.id, [], {}
+  elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+    name = node.func.id
+    args = list(node.args)
+    kwargs = {kw.arg: _value(kw.value, spec) for kw in node.keywords}
+  else:
+    raise ValueError(f"cannot parse normalizer spec {spec!r}; expected "
+                     f"'name' or 'name(key=value, ...)'.")
+  if name not in _REGISTRY:
+    raise _unknown(name)
+  entry = _REGISTRY[name]
+  if isinstance(entry, Normalizer):
+    if args:
+      raise ValueError(f"normalizer {name!r} takes keyword arguments only "
+                       f"(in {spec!r}).")
+    return entry.bind(**kwargs) if kwargs else entry
+  return entry(*[_build(a, spec) for a in args], **kwargs)
+
+
+_CONSTANTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi,
+              "sqrt_d": SqrtHeadDim(1.0)}
+
+
+def _value(node, spec):
+  if isinstance(node, ast.Name):
+    return _CONSTANTS.get(node.id, node.id)  # bare words are strings
+  if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+    v = _value(node.operand, spec)
+    return SqrtHeadDim(-v.factor) if isinstance(v, SqrtHeadDim) else -v
+  if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+    left, right = _value(node.left, spec), _value(node.right, spec)
+    if isinstance(left, SqrtHeadDim) and isinstance(right, (int, float)):
+      f = left.factor * right if isinstance(node.op, ast.Mult) else (
+          left.factor / right)
+      return SqrtHeadDim(f)
+    if isinstance(right, SqrtHeadDim) and isinstance(node.op, ast.Mult):
+      return SqrtHeadDim(right.factor * left)
+    if all(isinstance(v, (int, float)) for v in (left, right)):
+      return left * right if isinstance(node.op, ast.Mult) else left / right
+  try:
+    return ast.literal_eval(node)
+  except ValueError:
+    raise ValueError(f"cannot read value {ast.unparse(node)!r} in normalizer "
+                     f"spec {spec!r}; use numbers, strings, inf, pi or "
+                     f"sqrt_d.") from None
+
+
+def _prenorm_factory(inner: Normalizer | str | None = None, *, eps=1e-5,
+                     **unknown) -> Normalizer:
+  if unknown:
+    raise ValueError(f"prenorm takes the inner normalizer and eps only, got "
+                     f"{sorted(unknown)}; put parameters on the inner one: "
+                     f"prenorm(normsoftmax(gamma=inf)).")
+  if inner is None:
+    raise ValueError("prenorm needs an inner normalizer, e.g. "
+                     "'prenorm(softmax)' or 'prenorm(sin2_max_shifted)'.")
+  return make_prenorm(get(inner), eps)
+
+
+register(name="prenorm", factory=_prenorm_factory)

@@ -1,0 +1,127 @@
+"""Softmax and its re-scaled relatives: NormSoftmax and variants, LogitNorm,
+scalable softmax, softpick."""
+
+import jax.numpy as jnp
+
+from softattn.normalizers.core import REQUIRED, Normalizer
+
+
+def _std(stats, eps):
+  return jnp.sqrt(stats.var + eps)
+
+
+softmax = Normalizer(
+    name="softmax", mode="exp", needs="none", defaults={},
+    transform=lambda s, stats: s,
+    doc=r"""Softmax: ``w_i = exp(s_i) / sum_j exp(s_j)`` over unmasked keys.
+
+    The baseline (Vaswani et al. 2017). Computed stably by subtracting the row
+    max (a running max when attention streams key blocks).
+    """)
+
+
+def _nsm(s, stats, *, gamma, tau, eps):
+  return (s - stats.mean) / (tau * jnp.minimum(_std(stats, eps), gamma))
+
+
+normsoftmax = Normalizer(
+    name="normsoftmax", mode="exp", needs="moments",
+    defaults=dict(gamma=jnp.inf, tau=1.0, eps=1e-6), transform=_nsm,
+    default_scale=1.0,
+    doc=r"""NormSoftmax (Jiang et al. 2023, eq. 4 and 29).
+
+    ``w = softmax((s - mean(s)) / (tau * min(std(s), gamma)))``
+
+    Mean and std run over the unmasked keys of each row. Softmax with a
+    per-row temperature: translation invariant, and for ``std < gamma`` also
+    invariant to ``s -> k s`` (Lemma 2); the input gradient has mean 0 (Lemma 1).
+
+    Args (besides ``scores``, ``mask``):
+      gamma: clipping of the std; the paper uses ``sqrt(d)`` or ``inf``. Write
+        ``"normsoftmax(gamma=sqrt_d)"`` to have attention resolve ``sqrt(d)``.
+      tau: temperature (eq. 29), default 1.
+      eps: *inferred* (the paper states none): ``std = sqrt(var + eps)`` with the
+        biased variance, so constant rows (e.g. the first causal row) stay finite.
+
+    In attention the paper feeds the raw ``q.k`` (no ``1/sqrt(d)``), so this
+    normalizer's ``default_scale`` is 1; pass ``scale=`` to override.
+    """)
+
+
+def _nsm_learnable(s, stats, *, w, eps):
+  # softmax is translation invariant, so centring changes nothing but range.
+  return w * (s - stats.mean) / _std(stats, eps)
+
+
+normsoftmax_learnable = Normalizer(
+    name="normsoftmax_learnable", mode="exp", needs="moments",
+    defaults=dict(w=REQUIRED, eps=1e-6), transform=_nsm_learnable,
+    default_scale=1.0,
+    doc=r"""NormSoftmax variant f1 (Jiang et al. 2023, Table 1).
+
+    ``w_i = softmax(w * s / std(s))`` with a learnable scalar ``w`` (pass it as
+    ``w=``; ``softattn.nn.MultiHeadAttention`` owns it as a parameter). The row
+    mean is subtracted first, which softmax ignores but keeps exp in range.
+    ``eps`` as in ``normsoftmax``.
+    """)
+
+
+def _nsm_inverse(s, stats, *, gamma, eps):
+  return (s - stats.mean) / jnp.maximum(_std(stats, eps), gamma)
+
+
+normsoftmax_inverse = Normalizer(
+    name="normsoftmax_inverse", mode="exp", needs="moments",
+    defaults=dict(gamma=1.0, eps=1e-6), transform=_nsm_inverse,
+    default_scale=1.0,
+    doc=r"""NormSoftmax variant f2, inverse clipping (Jiang et al. 2023, Table 1).
+
+    ``w = softmax(s / max(std(s), gamma))``. Table 1 used ``gamma = sqrt(d)``
+    (write ``gamma=sqrt_d``); the default 1.0 is *inferred* for direct calls.
+    """)
+
+
+def _logitnorm(s, stats, *, tau, eps):
+  norm = jnp.sqrt(stats.n * (stats.var + stats.mean * stats.mean))
+  if tau is None:  # the paper's best temperature, tau = n^-1/2
+    tau = 1.0 / jnp.sqrt(jnp.maximum(stats.n, 1.0))
+  return s / (tau * norm + eps)
+
+
+logitnorm = Normalizer(
+    name="logitnorm", mode="exp", needs="moments",
+    defaults=dict(tau=None, eps=1e-6), transform=_logitnorm,
+    default_scale=1.0,
+    doc=r"""LogitNorm (Wei et al. 2022; as compared in Jiang et al. 2023 eq. 8).
+
+    ``w = softmax(s / (tau * ||s||_2))``, no mean shift (so not translation
+    invariant). ``tau=None`` uses ``n^-1/2``, the value Jiang et al. found best;
+    with it LogitNorm equals NormSoftmax(gamma=inf) up to the mean shift (eq. 9).
+    ``eps`` guards the all-zero row.
+    """)
+
+
+def _ssmax(s, stats, *, s_scale):
+  return s_scale * jnp.log(jnp.maximum(stats.n, 1.0)) * s
+
+
+ssmax = Normalizer(
+    name="ssmax", mode="exp", needs="count",
+    defaults=dict(s_scale=REQUIRED), transform=_ssmax,
+    doc=r"""Scalable softmax (Nakanishi 2025, arXiv 2501.19399).
+
+    ``w = softmax(s_scale * log(n) * s)``: the temperature grows with the number
+    of keys so attention does not flatten at long context. ``s_scale`` is a
+    learnable scalar per head (``MultiHeadAttention`` owns it).
+    """)
+
+
+softpick = Normalizer(
+    name="softpick", mode="softpick", needs="none", defaults=dict(eps=1e-6),
+    transform=lambda s, stats, eps: s, eps_param="eps", is_distribution=False,
+    doc=r"""Softpick (Zuhri et al. 2025, arXiv 2504.20966).
+
+    ``w_i = relu(exp(s_i) - 1) / (sum_j |exp(s_j) - 1| + eps)``. Rows can sum
+    to less than 1 (no attention sink is forced). Computed with both terms
+    multiplied by ``exp(-m)``, ``m = max(row max, 0)``, so nothing overflows.
+    """)
