@@ -1,0 +1,110 @@
+"""Metric writers: TensorBoard + ``metrics.jsonl`` + console, via CLU.
+
+Scalars are named ``<split>/<metric>`` (``train/loss``, ``eval/accuracy``,
+``info/num_params``): TensorBoard groups them by split, and the JSONL writer
+turns each ``write_scalars`` call into one line per split,
+``{"step": 100, "split": "train", "loss": 0.7, ...}``, which scripts read with
+``read_jsonl``. Only process 0 writes files; other hosts just log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+from clu import metric_writers
+from clu.metric_writers import interface
+
+SPLITS = ("train", "eval", "info")
+
+
+def _jsonable(v: Any) -> Any:
+  if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__array__"):
+    v = np.asarray(v)
+    v = v.item() if v.ndim == 0 else v.tolist()
+  if isinstance(v, float) and not math.isfinite(v):
+    return str(v)  # JSON has no NaN/Inf; keep them readable
+  return v
+
+
+class JsonlWriter(interface.MetricWriter):
+  """A CLU ``MetricWriter`` appending one JSON object per split and step."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self._lock = threading.Lock()
+    self._f = open(path, "a", encoding="utf-8")
+
+  def _write(self, step: int, values: Mapping[str, Any]) -> None:
+    by_split: dict[str, dict[str, Any]] = {}
+    for name, v in values.items():
+      split, _, key = name.partition("/")
+      if not key or split not in SPLITS:
+        split, key = "train", name
+      by_split.setdefault(split, {})[key] = _jsonable(v)
+    with self._lock:
+      for split, vals in by_split.items():
+        self._f.write(json.dumps({"step": int(step), "split": split, **vals}) + "\n")
+      self._f.flush()
+
+  def write_scalars(self, step, scalars):
+    self._write(step, scalars)
+
+  def write_texts(self, step, texts):
+    self._write(step, texts)
+
+  def write_summaries(self, step, values, metadata=None):
+    del step, values, metadata  # tensors belong in TensorBoard only
+
+  def write_images(self, step, images):
+    del step, images
+
+  def write_videos(self, step, videos):
+    del step, videos
+
+  def write_audios(self, step, audios, *, sample_rate):
+    del step, audios, sample_rate
+
+  def write_histograms(self, step, arrays, num_buckets=None):
+    del step, arrays, num_buckets
+
+  def write_hparams(self, hparams):
+    self._write(0, {f"info/hparams/{k}": _jsonable(v) for k, v in hparams.items()})
+
+  def flush(self):
+    with self._lock:
+      self._f.flush()
+
+  def close(self):
+    with self._lock:
+      if not self._f.closed:
+        self._f.close()
+
+
+def make_writer(workdir: str, *, is_main: bool,
+                asynchronous: bool = True) -> metric_writers.MetricWriter:
+  """Logging + TensorBoard (``workdir``) + ``workdir/metrics.jsonl`` on process 0."""
+  writers: list[interface.MetricWriter] = [metric_writers.LoggingWriter()]
+  if is_main:
+    os.makedirs(workdir, exist_ok=True)
+    writers.append(metric_writers.SummaryWriter(workdir))
+    writers.append(JsonlWriter(os.path.join(workdir, "metrics.jsonl")))
+  if asynchronous:
+    return metric_writers.AsyncMultiWriter(writers)
+  return metric_writers.MultiWriter(writers)
+
+
+def read_jsonl(path: str, split: str | None = None) -> list[dict[str, Any]]:
+  """The records of a ``metrics.jsonl``, optionally only one split."""
+  out = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      if line.strip():
+        rec = json.loads(line)
+        if split is None or rec.get("split") == split:
+          out.append(rec)
+  return out
