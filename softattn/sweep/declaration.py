@@ -1,0 +1,246 @@
+"""A sweep config file: its base config, its runs, and each run's command.
+
+A sweep config is a BigVision-style Python file::
+
+    def get_config(arg=None):        # the base training config
+      return vit_fashion_mnist.get_config("variant=Ti/4")
+
+    def get_sweep(arg=None):         # one override dict per run
+      return grid.product(grid.sweep("model.normalizer", [...]),
+                          grid.sweep("seed", [0, 1]))
+
+This is BigVision's habit of a ``get_hyper`` next to ``get_config``: the sweep
+lives beside the base config rather than in it, because the training loop
+rejects config keys it does not know. Because the base config is the file's own
+``get_config``, every run is launched as ``python -m softattn.main
+--config=<file>:<arg> --workdir=<sweep_dir>/<run> --config.<field>=<value> ...``,
+so a run can be reproduced by hand from its printed command, locally or on a TPU
+VM, and the overrides are applied by ``ml_collections.config_flags`` itself.
+
+Every override is checked against the base config *before anything runs*: a path
+that names no field, a subtree instead of a leaf, a field whose base value is
+``None`` (config flags cannot override those), or a value of the wrong type is a
+``SweepError`` naming the run, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import importlib.util
+import inspect
+import os
+from typing import Any, Sequence
+
+import ml_collections
+from ml_collections.config_flags import config_path as cfg_path
+
+from softattn.sweep import grid
+
+# Types ``config_flags`` knows how to parse from a ``--config.<field>=`` flag.
+_FLAG_TYPES = (bool, int, float, str, tuple)
+
+
+class SweepError(ValueError):
+  """A sweep declaration that cannot run (raised before any run starts)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One point of the sweep: its name, overrides and fully resolved config."""
+  name: str
+  overrides: dict[str, Any]
+  config: ml_collections.ConfigDict
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+  """A loaded sweep config: where it came from, its base config and runs."""
+  path: str  # the config file as given on the command line
+  arg: str | None
+  base: ml_collections.ConfigDict
+  runs: list[Run]
+
+  @property
+  def config_flag(self) -> str:
+    """The ``--config=`` value that loads the base config."""
+    return self.path if self.arg is None else f"{self.path}:{self.arg}"
+
+  def run(self, name: str) -> Run:
+    for r in self.runs:
+      if r.name == name:
+        return r
+    raise SweepError(f"no run named {name!r} in {self.config_flag}; runs: "
+                     f"{', '.join(r.name for r in self.runs)}.")
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+  """``"configs/sweeps/x.py:demo"`` -> ``("configs/sweeps/x.py", "demo")``."""
+  path, sep, arg = spec.partition(":")
+  return path, (arg if sep else None)
+
+
+def _call(fn, arg):
+  # ``get_config()`` files without an ``arg`` parameter are common; pass the
+  # arg only where one was given, as ml_collections' config flags do.
+  if arg is None:
+    return fn()
+  if not inspect.signature(fn).parameters:
+    raise SweepError(f"{fn.__module__}.{fn.__name__}() takes no argument but "
+                     f"the sweep spec gave {arg!r}; drop ':{arg}'.")
+  return fn(arg)
+
+
+def _load_module(path: str):
+  if not os.path.isfile(path):
+    raise SweepError(f"sweep config {path!r} does not exist (paths are "
+                     f"relative to {os.getcwd()!r}).")
+  name = "softattn_sweep_config_" + os.path.splitext(
+      os.path.basename(path))[0].replace("-", "_")
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  if not hasattr(module, "get_config"):
+    raise SweepError(f"sweep config {path!r} defines no get_config(arg).")
+  return module
+
+
+def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
+  """Loads and checks a sweep config ``"path.py[:arg]"``.
+
+  Args:
+    spec: the config file and its optional argument.
+    extra: ``"field=value"`` strings applied to every run after its own
+      overrides (e.g. ``total_steps=10`` to smoke-test a sweep); values are
+      parsed into the base field's type.
+
+  Returns:
+    The ``Sweep`` with one resolved config per run.
+
+  Raises:
+    SweepError: anything wrong with the declaration (see the module doc).
+  """
+  path, arg = split_spec(spec)
+  module = _load_module(path)
+  base = _call(module.get_config, arg)
+  if not isinstance(base, ml_collections.ConfigDict):
+    raise SweepError(f"{path}: get_config() returned {type(base).__name__}, "
+                     "expected an ml_collections.ConfigDict.")
+  if hasattr(module, "get_sweep"):
+    overrides = _call(module.get_sweep, arg)
+  else:
+    raise SweepError(f"{path} declares no sweep: define get_sweep(arg) "
+                     "returning a list of override dicts (see "
+                     "softattn.sweep.grid).")
+  overrides = [dict(o) for o in overrides]
+  if not overrides:
+    raise SweepError(f"{path}: the sweep is empty.")
+  extra_overrides = parse_assignments(extra, base)
+  names = grid.run_names(overrides)
+  runs = []
+  for name, o in zip(names, overrides):
+    o = {**o, **extra_overrides}
+    runs.append(Run(name=name, overrides=o, config=resolve(base, o, name)))
+  return Sweep(path=path, arg=arg, base=base, runs=runs)
+
+
+def _missing(path: str, holder, key: str) -> SweepError:
+  valid = sorted(holder.keys())
+  close = difflib.get_close_matches(key, valid, n=1)
+  hint = f" Did you mean {close[0]!r}?" if close else ""
+  return SweepError(f"override {path!r} names no config field: {key!r} is not "
+                    f"among {valid}.{hint} Fix the sweep's field name.")
+
+
+def check_field(config: ml_collections.ConfigDict, path: str) -> type:
+  """Returns the type of leaf ``path`` in ``config``, or raises ``SweepError``."""
+  holder = config
+  keys = path.split(".")
+  for i, key in enumerate(keys):
+    if not isinstance(holder, ml_collections.ConfigDict):
+      raise SweepError(f"override {path!r}: {'.'.join(keys[:i])!r} is a "
+                       f"{type(holder).__name__}, not a config section.")
+    if key not in holder:
+      raise _missing(path, holder, key)
+    holder = holder[key]
+  if isinstance(holder, ml_collections.ConfigDict):
+    raise SweepError(f"override {path!r} names a config section, not a field; "
+                     f"override its fields ({path}.<field>) instead.")
+  field_type = cfg_path.get_type(path, config)
+  if field_type is type(None):
+    raise SweepError(
+        f"override {path!r}: the base config's value is None, which "
+        "--config flags cannot override; give the field a typed default or "
+        "ml_collections.config_dict.placeholder(<type>).")
+  return field_type
+
+
+def resolve(base: ml_collections.ConfigDict, overrides: dict[str, Any],
+            run_name: str = "?") -> ml_collections.ConfigDict:
+  """A copy of ``base`` with ``overrides`` applied, each checked."""
+  config = base.copy_and_resolve_references()
+  for path, value in overrides.items():
+    check_field(config, path)
+    if not isinstance(value, _FLAG_TYPES):
+      raise SweepError(f"run {run_name}: override {path}={value!r} has type "
+                       f"{type(value).__name__}; sweeps take "
+                       f"{[t.__name__ for t in _FLAG_TYPES]}.")
+    try:
+      cfg_path.set_value(path, config, value)
+    except (TypeError, ValueError) as e:
+      raise SweepError(f"run {run_name}: cannot set {path}={value!r}: {e}") \
+          from None
+  return config
+
+
+def parse_assignments(assignments: Sequence[str],
+                      base: ml_collections.ConfigDict) -> dict[str, Any]:
+  """``["total_steps=10", "model.normalizer=relu"]`` -> typed override dict."""
+  out = {}
+  for text in assignments:
+    path, sep, raw = text.partition("=")
+    if not sep:
+      raise SweepError(f"--set {text!r}: expected field=value.")
+    field_type = check_field(base, path)
+    out[path] = _parse_value(raw, field_type, path)
+  return out
+
+
+def _parse_value(raw: str, field_type: type, path: str):
+  try:
+    if field_type is bool:
+      if raw.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(raw)
+      return raw.lower() in ("true", "1")
+    if field_type in (int, float):
+      return field_type(raw)
+    if field_type is tuple:
+      return tuple(ast.literal_eval(raw))
+    return raw
+  except (ValueError, SyntaxError):
+    raise SweepError(f"--set {path}={raw!r}: not a {field_type.__name__}.") \
+        from None
+
+
+def flag_value(value: Any) -> str:
+  """The text ``config_flags`` parses back into ``value``."""
+  if isinstance(value, bool):
+    return "true" if value else "false"
+  if isinstance(value, float):
+    return repr(value)  # 'inf' and '1e-05' both parse back as floats
+  if isinstance(value, tuple):
+    return repr(value)
+  return str(value)
+
+
+def override_flags(overrides: dict[str, Any]) -> list[str]:
+  """``{"seed": 1}`` -> ``["--config.seed=1"]``."""
+  return [f"--config.{k}={flag_value(v)}" for k, v in overrides.items()]
+
+
+def main_args(sweep: Sweep, run: Run, workdir: str) -> list[str]:
+  """Arguments of ``python -m softattn.main`` for ``run`` under ``workdir``."""
+  run_dir = workdir.rstrip("/") + "/" + run.name
+  return [f"--config={sweep.config_flag}", f"--workdir={run_dir}",
+          *override_flags(run.overrides)]

@@ -1,0 +1,54 @@
+"""The scaling plot: error against compute, one curve per group, log x."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on CI or TPU VMs
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+
+def plot_scaling(rows: Sequence[dict], fits: dict, path: str, *,
+                 compute_key: str, xlabel: str, ylabel: str,
+                 title: str = "") -> None:
+  """Draws finished runs as points and each group's fit as a line.
+
+  Failed runs have no error to plot; the table lists them with reasons and the
+  legend counts them so a reader sees that something is missing.
+  """
+  fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  groups = list(dict.fromkeys(r["group"] for r in rows))
+  for i, group in enumerate(groups):
+    color = colors[i % len(colors)]
+    mine = [r for r in rows if r["group"] == group]
+    ok = [r for r in mine if r["state"] == "done" and r["error"] is not None
+          and r.get(compute_key)]
+    not_ok = len(mine) - len(ok)
+    xs = np.array([r[compute_key] for r in ok], np.float64)
+    ys = np.array([r["error"] for r in ok], np.float64)
+    label = group + (f" ({not_ok} failed or unfinished)" if not_ok else "")
+    res = fits.get(group) or {}
+    f = res.get("fit")
+    if f is not None:
+      label += f": a={f.a:.3f}±{f.a_std:.3f}, c={f.c:.2f}±{f.c_std:.2f}"
+    ax.scatter(xs, ys, color=color, label=label, zorder=3)
+    if f is not None and len(xs):
+      grid = np.geomspace(xs.min() / 1.5, xs.max() * 1.5, 200)
+      ax.plot(grid, f(grid), color=color, lw=1.5)
+    elif len(xs) > 1:  # no fit: join the points so the trend is still visible
+      order = np.argsort(xs)
+      ax.plot(xs[order], ys[order], color=color, lw=1, ls=":")
+  ax.set_xscale("log")
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  if title:
+    ax.set_title(f"error vs compute, one curve per {title}")
+  ax.grid(True, which="both", alpha=0.3)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path)
+  plt.close(fig)

@@ -1,0 +1,263 @@
+"""Collects a sweep's runs into one table, fits and plots error vs compute.
+
+``report(sweep_dir)`` reads every run directory (the runs named in
+``sweep.json``, or every sub-directory that looks like a run) and writes:
+
+* ``results.csv`` / ``results.md``: one row per run: its swept fields, state
+  (``done``, ``failed``, ``interrupted``, ``not started``) with the reason,
+  steps, FLOPs per step (XLA's cost analysis of the jitted train step, from
+  ``status.json``), training FLOPs = FLOPs per step x steps, measured
+  core-seconds (process CPU time), the final eval metric and error = 1 - metric.
+  Runs that did not finish are rows too, never dropped.
+* ``fits.json`` and a fits table in ``results.md``: per group (normalizer by
+  default) the saturating power law ``err(C) = a + b C^-c`` of
+  ``softattn.sweep.fit`` with one-sigma uncertainties, or why there is none.
+* ``scaling.png``: error against compute, log x-axis, one colour per group,
+  points and fitted curve.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from typing import Any, Sequence
+
+from softattn.sweep import fit as fit_lib
+from softattn.sweep import rundir
+
+COMPUTE_AXES = {
+    "flops": ("train_flops", "training compute (FLOPs = XLA FLOPs/step x steps)"),
+    "core_seconds": ("core_seconds", "training compute (measured core-seconds)"),
+}
+
+
+def _nested(config: dict | None, path: str) -> Any:
+  node = config
+  for key in path.split("."):
+    if not isinstance(node, dict) or key not in node:
+      return None
+    node = node[key]
+  return node
+
+
+def find_metric(record: dict, metric: str) -> tuple[str, Any] | None:
+  """``(key, value)`` of ``metric`` in ``record``.
+
+  The exact key, else the eval spellings of the training loop (``eval_<m>`` in
+  ``status.json``'s ``final``, ``eval/<m>`` in ``metrics.jsonl``). Train-set
+  metrics never stand in for eval ones.
+  """
+  for key in (metric, "eval_" + metric, "eval/" + metric):
+    if key in record:
+      return key, record[key]
+  return None
+
+
+def final_metric(run_dir: str, status: dict | None, metric: str
+                 ) -> tuple[Any, str | None]:
+  """The run's final ``metric``: ``status.json``'s ``final``, else the last
+  eval record of ``metrics.jsonl``. Returns ``(value, problem)``."""
+  final = (status or {}).get("final") or {}
+  hit = find_metric(final, metric)
+  if hit is None:
+    for record in reversed(rundir.read_metrics(run_dir)):
+      if record.get("split") == "eval":
+        hit = find_metric(record, metric)
+        if hit is not None:
+          break
+  if hit is None:
+    have = sorted(final) or "none"
+    return None, f"no {metric!r} among the final metrics ({have})"
+  return hit[1], None
+
+
+def _short_names(fields: Sequence[str]) -> dict[str, str]:
+  last = [f.rsplit(".", 1)[-1] for f in fields]
+  return {f: (s if last.count(s) == 1 else f) for f, s in zip(fields, last)}
+
+
+def collect(sweep_dir: str, *, metric: str = "accuracy",
+            group_by: str = "model.normalizer") -> tuple[list[dict], list[str]]:
+  """One row per run of the sweep in ``sweep_dir``, and the swept fields."""
+  manifest = rundir.read_json(os.path.join(sweep_dir, rundir.MANIFEST))
+  if manifest is not None:
+    runs = [(r["name"], r.get("overrides", {})) for r in manifest["runs"]]
+  else:
+    known = (rundir.STATUS, rundir.METRICS, rundir.CONFIG, rundir.ATTEMPT)
+    runs = [(d, {}) for d in sorted(os.listdir(sweep_dir))
+            if any(os.path.exists(os.path.join(sweep_dir, d, k))
+                   for k in known)]
+  if not runs:
+    raise FileNotFoundError(
+        f"{sweep_dir!r} holds no sweep.json and no run directories; pass the "
+        "--workdir given to `sweep run`.")
+  fields: list[str] = []
+  for _, overrides in runs:
+    fields.extend(f for f in overrides if f not in fields)
+
+  rows = []
+  for name, overrides in runs:
+    run_dir = os.path.join(sweep_dir, name)
+    state = rundir.run_state(run_dir)
+    status = state.status or {}
+    config = rundir.read_json(os.path.join(run_dir, rundir.CONFIG))
+    row: dict[str, Any] = {"run": name}
+    for f in fields:
+      row[f] = overrides.get(f, _nested(config, f))
+    group = overrides.get(group_by, _nested(config, group_by))
+    row["group"] = "?" if group is None else str(group)
+    row["state"] = state.state
+    row["reason"] = state.reason or ""
+    steps = status.get("step")
+    fps = status.get("flops_per_step")
+    row["steps"] = steps
+    row["flops_per_step"] = fps
+    row["train_flops"] = (fps * steps if rundir.is_finite_number(fps)
+                          and rundir.is_finite_number(steps) else None)
+    row["core_seconds"] = status.get("core_seconds")
+    row[metric] = None
+    row["error"] = None
+    if state.state == "done":
+      value, problem = final_metric(run_dir, status, metric)
+      if problem is None and not rundir.is_finite_number(value):
+        problem = f"final {metric} is {value}"
+      if problem is not None:
+        row["state"], row["reason"] = "failed", problem
+      else:
+        row[metric] = float(value)
+        row["error"] = 1.0 - float(value)
+    rows.append(row)
+  return rows, fields
+
+
+def fit_groups(rows: Sequence[dict], compute: str = "flops") -> dict[str, dict]:
+  """Per group: the power-law fit of error vs compute, or why there is none."""
+  key = COMPUTE_AXES[compute][0]
+  groups: dict[str, list[dict]] = {}
+  for row in rows:
+    groups.setdefault(row["group"], [])
+    if row["state"] == "done" and rundir.is_finite_number(row["error"]) \
+        and rundir.is_finite_number(row[key]) and row[key] > 0:
+      groups[row["group"]].append(row)
+  out = {}
+  for group, points in groups.items():
+    try:
+      f = fit_lib.fit_power_law([p[key] for p in points],
+                                [p["error"] for p in points])
+    except fit_lib.FitError as e:
+      out[group] = {"n": len(points), "fit": None, "reason": str(e)}
+      continue
+    out[group] = {"n": len(points), "fit": f, "reason": None}
+  return out
+
+
+def _fmt(value: Any) -> str:
+  if value is None:
+    return ""
+  if isinstance(value, float):
+    if math.isnan(value) or math.isinf(value):
+      return str(value)
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+      return f"{value:.3e}"
+    return f"{value:.4g}"
+  return str(value)
+
+
+def _columns(fields: Sequence[str], metric: str) -> list[str]:
+  return ["run", *fields, "state", "steps", "flops_per_step", "train_flops",
+          "core_seconds", metric, "error", "reason"]
+
+
+def write_csv(path: str, rows: Sequence[dict], columns: Sequence[str]) -> None:
+  with open(path, "w", newline="") as f:
+    writer = csv.writer(f)
+    writer.writerow(columns)
+    for row in rows:
+      writer.writerow(["" if row.get(c) is None else row.get(c)
+                       for c in columns])
+
+
+def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
+             *, metric: str, compute: str, title: str) -> str:
+  """The runs table and the fits table as GitHub markdown."""
+  short = _short_names(fields)
+  columns = _columns(fields, metric)
+  header = [short.get(c, c) for c in columns]
+  lines = [f"# {title}", "",
+           "| " + " | ".join(header) + " |",
+           "|" + "---|" * len(header)]
+  for row in rows:
+    cells = [_fmt(row.get(c)).replace("|", "\\|") for c in columns]
+    lines.append("| " + " | ".join(cells) + " |")
+  counts = {}
+  for row in rows:
+    counts[row["state"]] = counts.get(row["state"], 0) + 1
+  lines += ["", "Runs: " + ", ".join(f"{n} {s}" for s, n in sorted(
+      counts.items())) + ". `train_flops` = XLA cost-analysis FLOPs of one "
+            "jitted train step x steps; `core_seconds` = process CPU time.",
+            "", f"## Fits: error = a + b·C^-c, C = {COMPUTE_AXES[compute][1]}",
+            "", "One standard deviation from curve_fit's covariance (scaled by "
+            "the residual variance). b is also given at the reference compute "
+            "C0 (geometric mean of the points): b·C0^-c = err(C0) - a.", "",
+            "| group | points | a | c | b | b·C0^-c | C0 | rms | note |",
+            "|---|---|---|---|---|---|---|---|---|"]
+  for group, res in fits.items():
+    f = res["fit"]
+    if f is None:
+      lines.append(f"| {group} | {res['n']} |  |  |  |  |  |  | "
+                   f"{res['reason']} |")
+      continue
+    lines.append(
+        f"| {group} | {f.n} | {f.a:.4g} ± {f.a_std:.2g} | "
+        f"{f.c:.3g} ± {f.c_std:.2g} | {f.b:.3g} ± {f.b_std:.2g} | "
+        f"{f.b0:.3g} ± {f.b0_std:.2g} | {f.c0:.3g} | {f.rms:.2g} |  |")
+  return "\n".join(lines) + "\n"
+
+
+def report(sweep_dir: str, *, out_dir: str | None = None,
+           metric: str = "accuracy", group_by: str = "model.normalizer",
+           compute: str = "flops", plot: bool = True) -> dict:
+  """Writes ``results.csv``, ``results.md``, ``fits.json``, ``scaling.png``.
+
+  Args:
+    sweep_dir: the ``--workdir`` of ``sweep run``.
+    out_dir: where the outputs go (default ``sweep_dir``).
+    metric: the final eval metric (error = 1 - metric).
+    group_by: the config field that makes one curve per value.
+    compute: ``flops`` or ``core_seconds`` for the x-axis and fits.
+    plot: also draw ``scaling.png``.
+
+  Returns:
+    ``{"rows": [...], "fits": {...}, "files": [...]}``.
+  """
+  if compute not in COMPUTE_AXES:
+    raise ValueError(f"compute={compute!r}; valid: {sorted(COMPUTE_AXES)}.")
+  out_dir = out_dir or sweep_dir
+  os.makedirs(out_dir, exist_ok=True)
+  rows, fields = collect(sweep_dir, metric=metric, group_by=group_by)
+  fits = fit_groups(rows, compute)
+  files = [os.path.join(out_dir, n) for n in
+           ("results.csv", "results.md", "fits.json")]
+  write_csv(files[0], rows, _columns(fields, metric))
+  with open(files[1], "w") as f:
+    f.write(markdown(rows, fields, fits, metric=metric, compute=compute,
+                     title=f"Sweep {os.path.basename(os.path.abspath(sweep_dir))}"
+                     f": 1 - {metric} vs compute by {group_by}"))
+  fits_json = {
+      g: {"n": r["n"], "reason": r["reason"],
+          "fit": None if r["fit"] is None else {
+              k: v for k, v in vars(r["fit"]).items()}}
+      for g, r in fits.items()}
+  with open(files[2], "w") as f:
+    json.dump({"compute": compute, "metric": metric, "group_by": group_by,
+               "fits": fits_json}, f, indent=1)
+  if plot:
+    from softattn.sweep import plot as plot_lib  # pylint: disable=g-import-not-at-top
+    png = os.path.join(out_dir, "scaling.png")
+    plot_lib.plot_scaling(rows, fits, png, compute_key=COMPUTE_AXES[compute][0],
+                          xlabel=COMPUTE_AXES[compute][1],
+                          ylabel=f"error = 1 - {metric}", title=group_by)
+    files.append(png)
+  return {"rows": rows, "fits": fits, "files": files}

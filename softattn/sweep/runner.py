@@ -1,0 +1,170 @@
+"""Runs a sweep locally: each run a ``python -m softattn.main`` subprocess.
+
+Runs go one at a time or ``parallel`` at a time. Before starting a run the
+runner reads its directory (``softattn.sweep.rundir.run_state``):
+
+* ``done`` runs are skipped, so rerunning a sweep only does what is missing;
+* ``interrupted`` runs (a ``running`` status.json, or an attempt stopped from
+  outside) are started again with the same command, and the training loop
+  resumes from its last Orbax checkpoint in the run's workdir;
+* ``failed`` runs (NaN, crash) are skipped and keep their reason, unless
+  ``retry_failed``: a deterministic divergence would only fail again.
+
+Stopping the runner (Ctrl-C, SIGTERM) stops its runs (SIGTERM, then SIGKILL
+after ``grace_s``) and marks them interrupted, so the next ``sweep run``
+resumes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+from softattn.sweep import declaration
+from softattn.sweep import rundir
+
+
+def default_launcher() -> list[str]:
+  return [sys.executable, "-m", "softattn.main"]
+
+
+def write_manifest(sweep: declaration.Sweep, workdir: str,
+                   launcher: Sequence[str]) -> None:
+  """Records the sweep's runs and commands in ``<workdir>/sweep.json``."""
+  rundir.write_json(os.path.join(workdir, rundir.MANIFEST), {
+      "config": sweep.config_flag,
+      "runs": [{"name": r.name, "overrides": r.overrides,
+                "command": shlex.join([*launcher, *declaration.main_args(
+                    sweep, r, workdir)])} for r in sweep.runs],
+  })
+
+
+class _Stop(Exception):
+  """SIGTERM, turned into an exception so cleanup runs in the main thread."""
+
+
+def _raise_stop(signum, frame):
+  del signum, frame
+  raise _Stop()
+
+
+def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
+              retry_failed: bool = False,
+              launcher: Sequence[str] | None = None,
+              grace_s: float = 30.0, poll_s: float = 0.5,
+              log: Callable[[str], None] = print) -> dict[str, str]:
+  """Runs every unfinished run of ``sweep`` under ``workdir``.
+
+  Args:
+    sweep: a loaded, already checked sweep (``declaration.load``).
+    workdir: the sweep directory; run ``r`` lives in ``workdir/r.name``.
+    parallel: how many runs at once (each is its own process).
+    retry_failed: also rerun runs that failed before.
+    launcher: the command prefix (default ``python -m softattn.main``).
+    grace_s: how long a stopped run gets to exit before SIGKILL.
+    poll_s: how often running processes are polled.
+    log: where progress lines go.
+
+  Returns:
+    ``{run name: final state}`` (``done``, ``failed``, ``interrupted``).
+
+  Raises:
+    KeyboardInterrupt: the runner was stopped (its runs are stopped too).
+  """
+  if parallel < 1:
+    raise declaration.SweepError(f"parallel={parallel}; use 1 or more.")
+  launcher = list(launcher or default_launcher())
+  os.makedirs(workdir, exist_ok=True)
+  write_manifest(sweep, workdir, launcher)
+
+  outcome: dict[str, str] = {}
+  todo = []
+  for run in sweep.runs:
+    state = rundir.run_state(os.path.join(workdir, run.name))
+    if state.state == "done":
+      log(f"skip {run.name}: done")
+      outcome[run.name] = "done"
+    elif state.state == "failed" and not retry_failed:
+      log(f"skip {run.name}: failed before ({state.reason}); "
+          "--retry_failed reruns it")
+      outcome[run.name] = "failed"
+    else:
+      if state.state == "interrupted":
+        log(f"resume {run.name}: {state.reason}")
+      todo.append(run)
+
+  active: dict[str, tuple[subprocess.Popen, dict, object]] = {}
+  previous = signal.signal(signal.SIGTERM, _raise_stop)
+  try:
+    total = len(todo)
+    while todo or active:
+      while todo and len(active) < parallel:
+        run = todo.pop(0)
+        run_dir = os.path.join(workdir, run.name)
+        os.makedirs(run_dir, exist_ok=True)
+        cmd = [*launcher, *declaration.main_args(sweep, run, workdir)]
+        logf = open(os.path.join(run_dir, rundir.LOG), "a")
+        logf.write(f"\n$ {shlex.join(cmd)}\n")
+        logf.flush()
+        attempt = {"command": shlex.join(cmd), "started": time.time(),
+                   "returncode": None, "interrupted": False}
+        rundir.write_json(os.path.join(run_dir, rundir.ATTEMPT), attempt)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # A session of its own: a terminal Ctrl-C reaches only the runner,
+        # which then stops each run the same way (SIGTERM, then SIGKILL).
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+        active[run.name] = (proc, attempt, logf)
+        n = total - len(todo)
+        log(f"start [{n}/{total}] {run.name} (pid {proc.pid})")
+      time.sleep(poll_s)
+      for name, (proc, attempt, logf) in list(active.items()):
+        if proc.poll() is None:
+          continue
+        del active[name]
+        logf.close()
+        attempt = _finish(workdir, name, attempt, proc.returncode,
+                          interrupted=False)
+        state = rundir.run_state(os.path.join(workdir, name))
+        outcome[name] = state.state
+        took = attempt["ended"] - attempt["started"]
+        extra = f": {state.reason}" if state.reason and \
+            state.state != "done" else ""
+        log(f"{state.state} {name} (exit {proc.returncode}, {took:.0f} s)"
+            f"{extra}")
+  except (KeyboardInterrupt, _Stop):
+    log(f"stopping {len(active)} run(s); `sweep run` again resumes them")
+    for proc, _, _ in active.values():
+      _signal(proc, signal.SIGTERM)
+    deadline = time.time() + grace_s
+    for name, (proc, attempt, logf) in active.items():
+      try:
+        proc.wait(timeout=max(0.0, deadline - time.time()))
+      except subprocess.TimeoutExpired:
+        _signal(proc, signal.SIGKILL)
+        proc.wait()
+      logf.close()
+      _finish(workdir, name, attempt, proc.returncode, interrupted=True)
+    raise KeyboardInterrupt() from None
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+  return outcome
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+  try:
+    os.killpg(proc.pid, sig)  # the run and anything it started
+  except ProcessLookupError:
+    pass
+
+
+def _finish(workdir, name, attempt, returncode, *, interrupted):
+  attempt = dict(attempt, returncode=returncode, ended=time.time(),
+                 interrupted=interrupted)
+  rundir.write_json(os.path.join(workdir, name, rundir.ATTEMPT), attempt)
+  return attempt
