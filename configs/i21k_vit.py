@@ -1,0 +1,95 @@
+r"""BigVision ViT pre-training on ImageNet-21k, for ReLU attention (Wortsman et al. 2023).
+
+big_vision's i21k recipe with its hyperparameters unchanged: 30 epochs, batch
+4096, Adam (b2 0.999, bf16 first moment), lr 1e-3, 10k warmup steps then
+cosine, gradient clipping 1.0, decoupled weight decay 1e-4, sigmoid
+cross-entropy with the head bias at -10, inception crop 224 + flip, qk
+LayerNorm on. Attention ``phi = n^-alpha h(s)``: ``normalizer=relu_seqlen``
+(``relu_seqlen(alpha=0.5, act=gelu)``, ...) or ``softmax``. The i1k accuracy
+of the 21k model (top class among the i1k classes) is evaluated on
+``imagenet2012`` validation when ``config.eval.i21k_wnids_file`` points at the
+wnid list your i21k labels follow.
+
+  python -m softattn.main \
+      --config=configs/i21k_vit.py:variant=S/16,normalizer=relu_seqlen \
+      --workdir=<dir> --config.data.data_dir=<TFDS dir with imagenet21k>
+
+Weight decay: big_vision's ``wd=1e-4`` is "decoupled": ``p -= sched(t) * 1e-4
+* p``, not multiplied by the lr. optax's ``adamw`` multiplies by the lr, so
+``weight_decay = 1e-4 / base_lr = 0.1`` here gives the same update.
+
+Args: ``variant`` (S/32, S/16, S/8, Ti/16, B/16, ...), ``normalizer``,
+``epochs`` (30), ``qk_layernorm`` (True), ``runlocal`` (tiny ViT, imagenet2012
+mock-able data instead of imagenet21k, which TFDS has no builder for).
+"""
+
+from softattn import configlib, train
+
+
+def get_config(arg=None):
+  a = configlib.parse_arg(arg, variant="S/16", normalizer="relu_seqlen",
+                          epochs=30, qk_layernorm=True, batch=4096,
+                          runlocal=False)
+  c = train.default_config()
+  c.num_epochs = a.epochs
+  c.total_steps = None
+  c.batch_size = a.batch
+  c.data.name = "imagenet21k"
+  c.data.data_dir = None
+  c.data.train_split = "full[51200:]"
+  c.data.eval_split = "full[:51200]"  # big_vision's held-out i21k split
+  c.data.pp_train = "inception_crop(224)|flip_lr|value_range(-1, 1)"
+  c.data.pp_eval = "resize_small(256)|central_crop(224)|value_range(-1, 1)"
+  c.data.shuffle_buffer = 250_000
+  c.data.cache = False
+
+  c.model_name = "vit"
+  c.model.variant = a.variant
+  c.model.pool = "gap"
+  c.model.rep_size = 0
+  c.model.head_bias_init = -10.0
+  c.model.normalizer = a.normalizer
+  c.model.qk_layernorm = a.qk_layernorm
+
+  c.optimizer.name = "adamw"
+  c.optimizer.b1 = 0.9
+  c.optimizer.b2 = 0.999
+  c.optimizer.mu_dtype = "bfloat16"
+  c.optimizer.weight_decay = 1e-4 / 1e-3  # decoupled 1e-4, see docstring
+  c.optimizer.grad_clip_norm = 1.0
+  c.schedule.name = "warmup_cosine"
+  c.schedule.base_lr = 1e-3
+  c.schedule.warmup_steps = 10_000
+  c.loss.name = "sigmoid_xent"
+
+  c.mesh.data = -1
+  c.sharding_rules = [(".*", "fsdp")]
+  c.log_every = 100
+  c.eval_every = 10_000
+  c.checkpoint_every = 2000
+  c.eval.batch_size = 1024
+  c.eval.i1k_from_i21k = False  # set True with eval.i21k_wnids_file
+  c.eval.i1k_data = dict(
+      name="imagenet2012", data_dir=None, train_split="train",
+      eval_split="validation",
+      pp_train="resize_small(256)|central_crop(224)|value_range(-1, 1)",
+      pp_eval="resize_small(256)|central_crop(224)|value_range(-1, 1)",
+      shuffle_buffer=1, cache=False)
+
+  if a.runlocal:
+    c.num_epochs = None
+    c.total_steps = 2
+    c.batch_size = 4
+    c.data.name = "imagenet2012"
+    c.data.train_split = "train"
+    c.data.eval_split = "validation"
+    c.data.pp_train = "resize(32)|flip_lr|value_range(-1, 1)"
+    c.data.pp_eval = "resize(32)|value_range(-1, 1)"
+    c.data.shuffle_buffer = 16
+    c.model.variant = "mu/8"
+    c.schedule.warmup_steps = 1
+    c.log_every = 1
+    c.eval_every = 2
+    c.checkpoint_every = 2
+    c.eval.batch_size = 4
+  return c

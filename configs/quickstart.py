@@ -1,0 +1,76 @@
+r"""Quickstart: a small ViT on Fashion-MNIST, softmax vs NormSoftmax, on a CPU.
+
+  python -m softattn.data prepare fashion_mnist          # once, offline OK
+  python -m softattn.main --config=configs/quickstart.py:normalizer=softmax \
+      --workdir=/tmp/quickstart/softmax
+
+``python -m softattn.quickstart`` runs both normalizers and plots them.
+
+Args (``configs/quickstart.py:<k>=<v>,...``):
+  normalizer: attention normalizer spec (``softmax``, ``normsoftmax(gamma=inf)``,
+    ``relu_seqlen``, ...). The NormSoftmax family drops the 1/sqrt(d) scale
+    by itself (``Normalizer.default_scale``).
+  steps: training steps (default 600: ~a few minutes on 2 CPU cores).
+  batch: global batch size.
+  width, depth: the ViT's size (patch 4 -> 7x7 = 49 tokens).
+  runlocal: a 3-step smoke run with tiny shapes (what the tests run).
+"""
+
+from softattn import configlib, train
+
+
+def get_config(arg=None):
+  a = configlib.parse_arg(arg, normalizer="softmax", steps=600, batch=128,
+                          width=64, depth=4, runlocal=False)
+  c = train.default_config()
+  c.seed = 0
+  c.total_steps = a.steps
+  c.batch_size = a.batch
+  c.data.name = "fashion_mnist"
+  c.data.data_dir = None
+  c.data.train_split = "train"
+  c.data.eval_split = "test"
+  c.data.pp_train = "value_range(-1, 1)"
+  c.data.pp_eval = "value_range(-1, 1)"
+  c.data.shuffle_buffer = 10_000
+  c.data.cache = True
+
+  c.model_name = "vit"
+  c.model.patch_size = (4, 4)
+  c.model.width = a.width
+  c.model.depth = a.depth
+  c.model.mlp_dim = 2 * a.width
+  c.model.num_heads = 4
+  c.model.pool = "gap"
+  c.model.posemb = "sincos2d"
+  c.model.normalizer = a.normalizer
+
+  c.optimizer.name = "adamw"
+  c.optimizer.weight_decay = 0.05
+  c.optimizer.grad_clip_norm = 1.0
+  c.schedule.name = "warmup_cosine"
+  c.schedule.base_lr = 2e-3
+  c.schedule.warmup_steps = max(a.steps // 10, 1)
+  c.loss.name = "softmax_xent"
+  c.loss.label_smoothing = 0.0
+
+  c.log_every = 25
+  c.eval_every = 200
+  c.checkpoint_every = 200
+  c.keep_checkpoints = 2
+  c.eval.batch_size = 1000
+
+  if a.runlocal:
+    c.total_steps = 3
+    c.batch_size = 8
+    c.model.width = 16
+    c.model.depth = 1
+    c.model.mlp_dim = 32
+    c.model.num_heads = 2
+    c.log_every = 1
+    c.eval_every = 3
+    c.checkpoint_every = 2
+    c.eval.batch_size = 8
+    c.data.shuffle_buffer = 16
+    c.data.cache = False
+  return c
