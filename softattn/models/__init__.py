@@ -1,0 +1,43 @@
+"""Models selectable by name: ``build_model(name, **kwargs)``.
+
+Every model is a ``flax.linen.Module`` called as
+``model.apply(variables, images, train=bool, rngs={'dropout': r}, mutable=[...])``
+on float32 NHWC images, returning ``[B, num_classes]`` logits. BatchNorm
+statistics live in ``batch_stats`` (mutable when ``train=True``), dropout uses
+the ``dropout`` rng, and every model sows its pre-logit features as
+``intermediates/pre_logits``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import flax.linen as nn
+
+# name -> (module, class or factory); imported lazily so that a light model
+# does not pay for the others.
+_MODELS = {
+    "vit": ("softattn.models.vit", "ViT"),
+}
+
+
+def names() -> list[str]:
+  """Every model name ``build_model`` accepts."""
+  return sorted(_MODELS)
+
+
+def build_model(name: str, **kwargs) -> nn.Module:
+  """The model ``name`` configured by ``kwargs`` (its dataclass fields).
+
+  Raises:
+    ValueError: unknown model name (lists the valid ones) or unknown kwarg.
+  """
+  if name not in _MODELS:
+    raise ValueError(f"unknown model {name!r}; valid names: "
+                     f"{', '.join(names())}")
+  module, attr = _MODELS[name]
+  cls = getattr(importlib.import_module(module), attr)
+  try:
+    return cls(**kwargs)
+  except TypeError as e:
+    raise ValueError(f"bad arguments for model {name!r}: {e}") from None

@@ -1,0 +1,329 @@
+"""Vision Transformer with big_vision's variants and parameter names.
+
+Dosovitskiy et al. 2021, as refactored in big_vision (Beyer et al. 2022):
+pre-LN encoder blocks, posemb added to the patch tokens *before* the class
+token is prepended, pools ``gap | tok | map``, optional tanh ``pre_logits``.
+Module names mirror big_vision's ``vit.py`` so a big_vision ``.npz`` loads
+with ``softattn.models.big_vision_io.load_big_vision_npz``:
+
+    embedding/{kernel,bias}                 patch conv [p, p, C, D]
+    pos_embedding                           [1, h*w, D]   (posemb='learn')
+    cls                                     [1, 1, D]     (pool='tok')
+    Transformer/encoderblock_{i}/...        (scan=True: Transformer/encoderblock
+                                             with a leading depth axis)
+        LayerNorm_0, MultiHeadDotProductAttention_0/{query,key,value,out},
+        LayerNorm_1, MlpBlock_0/{Dense_0,Dense_1}
+    Transformer/encoder_norm
+    MAPHead_0/{probe,MultiHeadDotProductAttention_0,LayerNorm_0,MlpBlock_0}
+    pre_logits                              (rep_size; ours: pre_logits_dense,
+                                             see PRE_LOGITS)
+    head
+
+Additions that big_vision does not have live under names it never uses
+(``norm_*`` learnable normalizer parameters, ``gate``, ``query_ln``/``key_ln``)
+and are kept from the model's own init when loading.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from softattn.nn.attention import MultiHeadAttention
+
+# big_vision's table (Zhai et al. 2022, Table 2; "mu" is big_vision's tiny
+# test model): width, depth, mlp_dim, heads.
+VARIANTS = {
+    "mu": (32, 1, 128, 2),
+    "Ti": (192, 12, 768, 3),
+    "S": (384, 12, 1536, 6),
+    "M": (512, 12, 2048, 8),
+    "B": (768, 12, 3072, 12),
+    "L": (1024, 24, 4096, 16),
+    "So400m": (1152, 27, 4304, 16),
+    "H": (1280, 32, 5120, 16),
+    "g": (1408, 40, 6144, 16),
+    "G": (1664, 48, 8192, 16),
+}
+POOLS = ("gap", "tok", "map")
+PRE_LOGITS = "pre_logits_dense"  # big_vision: "pre_logits"
+POSEMBS = ("learn", "sincos2d")
+
+
+def decode_variant(variant: Optional[str]) -> dict:
+  """``"S/16"`` -> ``dict(width=384, depth=12, mlp_dim=1536, num_heads=6,
+  patch_size=(16, 16))``; ``"S"`` leaves the patch size alone."""
+  if variant is None:
+    return {}
+  name, _, patch = variant.partition("/")
+  if name not in VARIANTS:
+    raise ValueError(f"unknown ViT variant {name!r} in {variant!r}; valid: "
+                     f"{', '.join(VARIANTS)} (optionally '/<patch>', e.g. "
+                     f"'S/16')")
+  width, depth, mlp_dim, heads = VARIANTS[name]
+  out = dict(width=width, depth=depth, mlp_dim=mlp_dim, num_heads=heads)
+  if patch:
+    if not patch.isdigit() or int(patch) < 1:
+      raise ValueError(f"bad patch size {patch!r} in ViT variant {variant!r}; "
+                       f"write e.g. 'B/16'")
+    out["patch_size"] = (int(patch), int(patch))
+  return out
+
+
+def posemb_sincos_2d(h, w, width, temperature=10_000.0, dtype=jnp.float32):
+  """Fixed 2-D sin-cos position embedding ``[1, h*w, width]`` (MoCo v3).
+
+  A quarter of the channels each for ``sin(x w_k)``, ``cos(x w_k)``,
+  ``sin(y w_k)``, ``cos(y w_k)`` with ``w_k = temperature^(-k/(width/4-1))``.
+  """
+  if width % 4:
+    raise ValueError(f"sincos2d posemb needs width divisible by 4, got {width}")
+  quarter = width // 4
+  omega = 1.0 / temperature ** (jnp.arange(quarter) / max(quarter - 1, 1))
+  yy, xx = jnp.meshgrid(jnp.arange(h), jnp.arange(w), indexing="ij")
+  x = xx.reshape(-1, 1) * omega[None]
+  y = yy.reshape(-1, 1) * omega[None]
+  pe = jnp.concatenate([jnp.sin(x), jnp.cos(x), jnp.sin(y), jnp.cos(y)], 1)
+  return pe[None].astype(dtype)
+
+
+class MlpBlock(nn.Module):
+  """``Dense(mlp_dim) -> GELU -> Dropout -> Dense(D)`` (big_vision init)."""
+  mlp_dim: Optional[int] = None
+  dropout: float = 0.0
+  dtype_mm: Any = None
+
+  @nn.compact
+  def __call__(self, x, deterministic=True):
+    inits = dict(kernel_init=nn.initializers.xavier_uniform(),
+                 bias_init=nn.initializers.normal(stddev=1e-6),
+                 dtype=self.dtype_mm)
+    d = x.shape[-1]
+    x = nn.Dense(self.mlp_dim or 4 * d, **inits)(x)
+    x = nn.gelu(x)
+    x = nn.Dropout(rate=self.dropout)(x, deterministic)
+    return nn.Dense(d, **inits)(x)
+
+
+class Encoder1DBlock(nn.Module):
+  """Pre-LN block: ``x + MHA(LN(x))`` then ``x + MLP(LN(x))``."""
+  mlp_dim: Optional[int] = None
+  num_heads: int = 12
+  dropout: float = 0.0
+  attention: Any = None  # dict of MultiHeadAttention kwargs
+  dtype_mm: Any = None
+
+  @nn.compact
+  def __call__(self, x, deterministic=True):
+    y = nn.LayerNorm()(x)
+    y = MultiHeadAttention(
+        num_heads=self.num_heads, dtype=self.dtype_mm,
+        kernel_init=nn.initializers.xavier_uniform(),
+        name="MultiHeadDotProductAttention_0", **dict(self.attention or {}))(y)
+    y = nn.Dropout(rate=self.dropout)(y, deterministic)
+    x = x + y
+    y = nn.LayerNorm()(x)
+    y = MlpBlock(mlp_dim=self.mlp_dim, dropout=self.dropout,
+                 dtype_mm=self.dtype_mm)(y, deterministic)
+    y = nn.Dropout(rate=self.dropout)(y, deterministic)
+    return x + y, None  # (carry, out) so that nn.scan can drive it
+
+
+class Encoder(nn.Module):
+  """``depth`` blocks then ``encoder_norm``; ``scan=True`` stacks the blocks'
+  parameters on a leading axis (one compiled block, remat per layer)."""
+  depth: int
+  mlp_dim: Optional[int] = None
+  num_heads: int = 12
+  dropout: float = 0.0
+  attention: Any = None
+  dtype_mm: Any = None
+  scan: bool = False
+  remat_policy: str = "nothing_saveable"
+
+  @nn.compact
+  def __call__(self, x, deterministic=True):
+    kw = dict(mlp_dim=self.mlp_dim, num_heads=self.num_heads,
+              dropout=self.dropout, attention=self.attention,
+              dtype_mm=self.dtype_mm)
+    if self.scan:
+      policy = getattr(jax.checkpoint_policies, self.remat_policy, None)
+      if policy is None:
+        raise ValueError(f"unknown remat_policy {self.remat_policy!r}; use a "
+                         f"name from jax.checkpoint_policies")
+      block = nn.remat(Encoder1DBlock, prevent_cse=False, policy=policy,
+                       static_argnums=(2,))
+      stack = nn.scan(
+          block,
+          variable_axes={"params": 0, "diagnostics": 0,
+                         "attention_weights": 0, "intermediates": 0},
+          split_rngs={"params": True, "dropout": True},
+          in_axes=nn.broadcast, length=self.depth)
+      x, _ = stack(name="encoderblock", **kw)(x, deterministic)
+    else:
+      for i in range(self.depth):
+        x, _ = Encoder1DBlock(name=f"encoderblock_{i}", **kw)(x, deterministic)
+    return nn.LayerNorm(name="encoder_norm")(x)
+
+
+class MAPHead(nn.Module):
+  """Multihead attention pooling: a learned probe attends to the tokens."""
+  mlp_dim: Optional[int] = None
+  num_heads: int = 12
+  attention: Any = None
+  dtype_mm: Any = None
+
+  @nn.compact
+  def __call__(self, x):
+    n, _, d = x.shape
+    probe = self.param("probe", nn.initializers.xavier_uniform(), (1, 1, d),
+                       jnp.float32)
+    probe = jnp.broadcast_to(probe, (n, 1, d)).astype(x.dtype)
+    x = MultiHeadAttention(
+        num_heads=self.num_heads, dtype=self.dtype_mm,
+        kernel_init=nn.initializers.xavier_uniform(),
+        name="MultiHeadDotProductAttention_0",
+        **dict(self.attention or {}))(probe, x)
+    y = nn.LayerNorm()(x)
+    x = x + MlpBlock(mlp_dim=self.mlp_dim, dtype_mm=self.dtype_mm)(y)
+    return x[:, 0]
+
+
+class ViT(nn.Module):
+  """Vision Transformer; ``build_model('vit', variant='S/16', ...)``.
+
+  Attributes:
+    num_classes: head width; 0/None: no head (returns pre-logits).
+    variant: big_vision variant ``"<size>/<patch>"`` (sizes in ``VARIANTS``).
+    patch_size, width, depth, mlp_dim, num_heads: the architecture; when set
+      they override the variant's values (default: ViT-B/16).
+    posemb: ``learn`` (normal(1/sqrt(width)) init) or ``sincos2d`` (fixed).
+    posemb_with_cls: add the position embedding *after* prepending the class
+      token (the original ViT layout, ``1 + h*w`` entries; this is what the
+      well-known ViT-B/16 count 86,567,656 includes). Default False is
+      big_vision's layout (``h*w`` entries, 768 fewer parameters for B/16).
+    pool: ``gap`` (mean of tokens), ``tok`` (class token), ``map`` (MAP head).
+    rep_size: ``pre_logits`` width (``True``: ``width``) with tanh; 0: none.
+    dropout: dropout rate after the posemb and inside every block.
+    head_zeroinit: zero-init the head kernel (big_vision default).
+    head_bias_init: head bias init (-10 for i21k sigmoid-CE, ReLU paper).
+    normalizer, qk_layernorm, gated, implementation, chunk_size,
+    learnable_init, attention_scale: ``MultiHeadAttention`` settings used by
+      every attention layer (MAP head included).
+    scan: ``nn.scan`` over layers with ``nn.remat`` (``remat_policy``).
+    dtype_mm: matmul dtype (e.g. ``"bfloat16"``); parameters stay float32,
+      logits are returned in float32.
+  """
+  num_classes: Optional[int] = 1000
+  variant: Optional[str] = None
+  patch_size: Optional[Sequence[int]] = None
+  width: Optional[int] = None
+  depth: Optional[int] = None
+  mlp_dim: Optional[int] = None
+  num_heads: Optional[int] = None
+  posemb: str = "learn"
+  posemb_with_cls: bool = False
+  pool: str = "gap"
+  rep_size: int | bool = 0
+  dropout: float = 0.0
+  head_zeroinit: bool = True
+  head_bias_init: float = 0.0
+  normalizer: str = "softmax"
+  qk_layernorm: bool = False
+  gated: bool = False
+  implementation: str = "auto"
+  chunk_size: Optional[int] = None
+  learnable_init: Optional[dict] = None
+  attention_scale: Optional[float] = None
+  scan: bool = False
+  remat_policy: str = "nothing_saveable"
+  dtype_mm: Any = None
+
+  def _arch(self):
+    # ViT-B/16 < variant < fields set explicitly (as big_vision's factory).
+    arch = dict(patch_size=(16, 16), width=768, depth=12, mlp_dim=None,
+                num_heads=12)
+    arch.update(decode_variant(self.variant))
+    for k in arch:
+      if getattr(self, k) is not None:
+        arch[k] = getattr(self, k)
+    p = arch["patch_size"]
+    arch["patch_size"] = (p, p) if isinstance(p, int) else tuple(p)
+    return arch
+
+  @nn.compact
+  def __call__(self, images, train: bool = False):
+    if self.pool not in POOLS:
+      raise ValueError(f"unknown pool {self.pool!r}; valid: {', '.join(POOLS)}")
+    if self.posemb not in POSEMBS:
+      raise ValueError(f"unknown posemb {self.posemb!r}; valid: "
+                       f"{', '.join(POSEMBS)}")
+    a = self._arch()
+    dtype_mm = jnp.dtype(self.dtype_mm) if self.dtype_mm else None
+    attention = dict(normalizer=self.normalizer, qk_layernorm=self.qk_layernorm,
+                     gated=self.gated, implementation=self.implementation,
+                     chunk_size=self.chunk_size,
+                     learnable_init=self.learnable_init,
+                     scale=self.attention_scale)
+    ph, pw = a["patch_size"]
+    if images.shape[1] % ph or images.shape[2] % pw:
+      raise ValueError(f"image size {images.shape[1:3]} is not a multiple of "
+                       f"the patch size {(ph, pw)}; resize or pick another "
+                       f"patch")
+    x = nn.Conv(a["width"], (ph, pw), strides=(ph, pw), padding="VALID",
+                dtype=dtype_mm, name="embedding")(images)
+    n, h, w, c = x.shape
+    x = x.reshape(n, h * w, c)
+
+    def posemb(tokens):
+      if self.posemb == "learn":
+        return self.param("pos_embedding",
+                          nn.initializers.normal(stddev=1 / np.sqrt(c)),
+                          (1, tokens, c), jnp.float32)
+      pe = posemb_sincos_2d(h, w, c)
+      if tokens == h * w + 1:  # the class token gets no position
+        pe = jnp.concatenate([jnp.zeros((1, 1, c)), pe], 1)
+      return pe
+
+    if not (self.pool == "tok" and self.posemb_with_cls):
+      x = x + posemb(h * w).astype(x.dtype)
+    if self.pool == "tok":
+      cls = self.param("cls", nn.initializers.zeros, (1, 1, c), jnp.float32)
+      x = jnp.concatenate([jnp.broadcast_to(cls, (n, 1, c)).astype(x.dtype),
+                           x], axis=1)
+      if self.posemb_with_cls:
+        x = x + posemb(h * w + 1).astype(x.dtype)
+    x = nn.Dropout(rate=self.dropout)(x, not train)
+
+    x = Encoder(depth=a["depth"], mlp_dim=a["mlp_dim"],
+                num_heads=a["num_heads"], dropout=self.dropout,
+                attention=attention, dtype_mm=dtype_mm, scan=self.scan,
+                remat_policy=self.remat_policy, name="Transformer")(
+                    x, deterministic=not train)
+
+    if self.pool == "map":
+      x = MAPHead(num_heads=a["num_heads"], mlp_dim=a["mlp_dim"],
+                  attention=attention, dtype_mm=dtype_mm)(x)
+    elif self.pool == "gap":
+      x = jnp.mean(x, axis=1)
+    else:
+      x = x[:, 0]
+
+    if self.rep_size:
+      rep = c if self.rep_size is True else int(self.rep_size)
+      # big_vision names this Dense "pre_logits"; flax forbids a module and
+      # the sown "pre_logits" sharing a name, so the npz loader renames it.
+      x = nn.tanh(nn.Dense(rep, dtype=dtype_mm, name=PRE_LOGITS)(x))
+    x = x.astype(jnp.float32)
+    self.sow("intermediates", "pre_logits", x)
+    if not self.num_classes:
+      return x
+    kernel_init = (nn.initializers.zeros if self.head_zeroinit
+                   else nn.initializers.lecun_normal())
+    return nn.Dense(self.num_classes, kernel_init=kernel_init,
+                    bias_init=nn.initializers.constant(self.head_bias_init),
+                    name="head")(x)

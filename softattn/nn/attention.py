@@ -1,0 +1,198 @@
+"""``MultiHeadAttention``: Flax linen multi-head attention with any normalizer.
+
+Parameter names follow ``flax.linen.MultiHeadDotProductAttention`` (``query``,
+``key``, ``value``, ``out``, and ``query_ln``/``key_ln`` for qk-LayerNorm), so a
+big_vision ViT checkpoint maps onto it one to one (``softattn.models.vit``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from softattn import normalizers as norms
+from softattn.attention import dot_product_attention
+from softattn.normalizers.core import REQUIRED, Normalizer
+from softattn.nn.diagnostics import sow_diagnostics
+
+# Normalizer parameters a layer learns, by parameter name:
+# (shape given num_heads, default init). Per-head values broadcast against
+# scores [B, H, Lq, Lk] as [H, 1, 1].
+#  * ``w`` (normsoftmax_learnable, Jiang et al. Table 1 f1): one scalar; init
+#    1 makes it start as NormSoftmax(gamma=inf).
+#  * ``s_scale`` (ssmax, Nakanishi 2025): per head; init 0.43 is *inferred*
+#    (the value the paper reports fitted scales settle near); override with
+#    ``learnable_init``.
+#  * ``g``, ``b`` (nap, Richter & Wattenhofer 2020): per-head gain and bias,
+#    init 1 and 0 (the normalizer's defaults). Learned unless the spec string
+#    fixes them, e.g. ``"nap(g=1.0, b=0.0)"``.
+LEARNABLE = {
+    "w": ("scalar", 1.0),
+    "s_scale": ("per_head", 0.43),
+    "g": ("per_head", 1.0),
+    "b": ("per_head", 0.0),
+}
+
+GATE_ACTIVATIONS = {"silu": nn.silu, "gelu": nn.gelu, "sigmoid": nn.sigmoid,
+                    "relu": nn.relu, "identity": lambda x: x}
+
+
+def learnable_names(normalizer: Normalizer) -> list[str]:
+  """Parameters of ``normalizer`` that ``MultiHeadAttention`` learns.
+
+  Raises:
+    ValueError: a required parameter this layer does not know how to learn.
+  """
+  out = []
+  for k, v in normalizer.defaults.items():
+    if k in normalizer.params:
+      continue
+    if k in LEARNABLE:
+      out.append(k)
+    elif v is REQUIRED:
+      raise ValueError(
+          f"normalizer {normalizer.name!r} needs parameter {k!r}, which "
+          f"MultiHeadAttention cannot learn (learnable: {sorted(LEARNABLE)}); "
+          f"fix it in the spec string, e.g. '{normalizer.name}({k}=...)'.")
+  return out
+
+
+class MultiHeadAttention(nn.Module):
+  """Multi-head attention ``softmax(QK^T/sqrt(d))V`` with softmax replaceable.
+
+  ``o = W_o [ (N(s_h) V_h) (.) gate_h(x) ]_h``, ``s_h = scale * q_h k_h^T``,
+  with ``N`` the normalizer (``softattn.normalizers.get(normalizer)``) and the
+  optional gate of a gated attention unit.
+
+  Attributes:
+    num_heads: number of heads.
+    qkv_features: total q/k/v width (default: input width); split over heads.
+    out_features: output width (default: query input width).
+    normalizer: registry string, e.g. ``"softmax"``, ``"relu_seqlen"``,
+      ``"normsoftmax(gamma=sqrt_d)"``, ``"prenorm(sin2_max_shifted)"``.
+      Learnable parameters (``LEARNABLE``) become parameters of this layer,
+      named ``norm_<param>``.
+    learnable_init: overrides of ``LEARNABLE``'s initial values.
+    qk_layernorm: LayerNorm (no bias) on q and k per head before the dot
+      product (Dehghani et al. 2023; on in Wortsman et al. 2023).
+    gated: gated attention unit (Hua et al. 2022, ablated in Wortsman et al.
+      2023): an extra projection ``gate = act(x W_g)`` of the query input,
+      multiplied elementwise into the attention output before ``out``. The
+      activation (``gate_activation``, default ``silu`` as Hua et al.) is
+      *inferred*: Wortsman et al. do not state it.
+    implementation: passed to ``dot_product_attention``
+      (``auto | dense | chunked | linear``).
+    chunk_size: key/query block size of the chunked path.
+    scale: score scale (default: the normalizer's, else ``1/sqrt(head_dim)``).
+    use_bias: biases on the q/k/v/out projections.
+    dtype: matmul dtype (e.g. ``jnp.bfloat16``); parameters stay
+      ``param_dtype``; the normalizer always runs in float32.
+
+  Collections (only written when the caller makes them mutable, so training
+  steps stay on the configured path):
+
+  * ``diagnostics``: ``score_std``, ``attn_entropy``, ``grad_saturation``
+    (``softattn.nn.diagnostics``), from the dense scores.
+  * ``attention_weights``: ``weights`` ``[B, H, Lq, Lk]`` for plots.
+  """
+  num_heads: int
+  qkv_features: Optional[int] = None
+  out_features: Optional[int] = None
+  normalizer: str | Normalizer = "softmax"
+  learnable_init: Optional[Mapping[str, float]] = None
+  qk_layernorm: bool = False
+  gated: bool = False
+  gate_activation: str = "silu"
+  implementation: str = "auto"
+  chunk_size: Optional[int] = None
+  scale: Optional[float] = None
+  use_bias: bool = True
+  kernel_init: Callable = nn.initializers.xavier_uniform()
+  bias_init: Callable = nn.initializers.zeros
+  dtype: Any = None
+  param_dtype: Any = jnp.float32
+
+  def _normalizer_params(self, norm):
+    inits = {**{k: v[1] for k, v in LEARNABLE.items()},
+             **dict(self.learnable_init or {})}
+    out = {}
+    for k in learnable_names(norm):
+      shape = () if LEARNABLE[k][0] == "scalar" else (self.num_heads, 1, 1)
+      out[k] = self.param(f"norm_{k}", nn.initializers.constant(inits[k]),
+                          shape, jnp.float32)
+    return out
+
+  @nn.compact
+  def __call__(self, inputs_q, inputs_kv=None, *, mask=None):
+    """Attends from ``inputs_q [B, Lq, D]`` to ``inputs_kv [B, Lk, D]``.
+
+    ``inputs_kv=None`` is self-attention. ``mask``: boolean, broadcastable to
+    ``[B, H, Lq, Lk]``; False keys get weight 0.
+    """
+    if inputs_kv is None:
+      inputs_kv = inputs_q
+    norm = norms.get(self.normalizer)
+    features = self.out_features or inputs_q.shape[-1]
+    qkv = self.qkv_features or inputs_q.shape[-1]
+    if qkv % self.num_heads:
+      raise ValueError(f"qkv_features={qkv} is not divisible by num_heads="
+                       f"{self.num_heads}; pick a width that is a multiple")
+    head_dim = qkv // self.num_heads
+    dense = lambda name: nn.DenseGeneral(
+        features=(self.num_heads, head_dim), axis=-1, use_bias=self.use_bias,
+        kernel_init=self.kernel_init, bias_init=self.bias_init,
+        dtype=self.dtype, param_dtype=self.param_dtype, name=name)
+    q = dense("query")(inputs_q)
+    k = dense("key")(inputs_kv)
+    v = dense("value")(inputs_kv)
+    if self.qk_layernorm:
+      q = nn.LayerNorm(use_bias=False, dtype=self.dtype,
+                       param_dtype=self.param_dtype, name="query_ln")(q)
+      k = nn.LayerNorm(use_bias=False, dtype=self.dtype,
+                       param_dtype=self.param_dtype, name="key_ln")(k)
+    p = self._normalizer_params(norm)
+    x = dot_product_attention(
+        q, k, v, normalizer=norm, normalizer_params=p, mask=mask,
+        scale=self.scale, implementation=self.implementation,
+        chunk_size=self.chunk_size)
+    # Not at init: init makes every collection mutable, and the observations
+    # would end up in the returned variables.
+    if not self.is_initializing() and (
+        self.is_mutable_collection("diagnostics")
+        or self.is_mutable_collection("attention_weights")):
+      self._observe(q, k, norm, p, mask)
+    if self.gated:
+      if self.gate_activation not in GATE_ACTIVATIONS:
+        raise ValueError(f"unknown gate_activation {self.gate_activation!r}; "
+                         f"valid: {', '.join(GATE_ACTIVATIONS)}")
+      gate = GATE_ACTIVATIONS[self.gate_activation](dense("gate")(inputs_q))
+      x = x * gate.astype(x.dtype)
+    return nn.DenseGeneral(
+        features=features, axis=(-2, -1), use_bias=self.use_bias,
+        kernel_init=self.kernel_init, bias_init=self.bias_init,
+        dtype=self.dtype, param_dtype=self.param_dtype, name="out")(x)
+
+  def _observe(self, q, k, norm, p, mask):
+    d = q.shape[-1]
+    scale = self.scale
+    if scale is None:
+      scale = (norm.default_scale if norm.default_scale is not None
+               else 1.0 / math.sqrt(d))
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k,
+                   preferred_element_type=jnp.float32) * scale
+    s = jax.lax.stop_gradient(s)
+    shape = s.shape
+    if mask is not None:
+      mask = jnp.asarray(mask, bool)
+      mask = jnp.broadcast_to(mask.reshape((1,) * (4 - mask.ndim) + mask.shape),
+                              shape)
+    resolved = norm.resolve(p, head_dim=d)
+    w = norm(s, mask=mask, **resolved)
+    if self.is_mutable_collection("attention_weights"):
+      self.sow("attention_weights", "weights", w)
+    if self.is_mutable_collection("diagnostics"):
+      sow_diagnostics(self, s, w, norm, resolved, mask)

@@ -1,0 +1,133 @@
+"""ViT: shapes, big_vision variants and parameter counts, options, errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from softattn.models import build_model
+from softattn.models.vit import decode_variant, posemb_sincos_2d
+
+
+def n_params(model, shape):
+  v = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros(shape))
+  return sum(int(np.prod(a.shape)) for a in jax.tree.leaves(v["params"]))
+
+
+X = jnp.asarray(np.random.RandomState(0).randn(2, 16, 16, 3), jnp.float32)
+
+
+def test_vit_b16_parameter_count():
+  # The well-known ViT-B/16 count (original layout: posemb over cls + 196).
+  m = build_model("vit", variant="B/16", num_classes=1000, pool="tok",
+                  posemb_with_cls=True)
+  assert n_params(m, (1, 224, 224, 3)) == 86_567_656
+  # big_vision adds the posemb before the cls token: one row of 768 fewer.
+  m = build_model("vit", variant="B/16", num_classes=1000, pool="tok")
+  assert n_params(m, (1, 224, 224, 3)) == 86_567_656 - 768
+
+
+def test_variants_decode_to_big_vision_table():
+  assert decode_variant("S/16") == dict(width=384, depth=12, mlp_dim=1536,
+                                        num_heads=6, patch_size=(16, 16))
+  assert decode_variant("So400m/14")["depth"] == 27
+  assert decode_variant("g")["width"] == 1408
+  with pytest.raises(ValueError, match="valid: mu, Ti"):
+    decode_variant("XL/16")
+  with pytest.raises(ValueError, match="bad patch size"):
+    decode_variant("B/x")
+
+
+@pytest.mark.parametrize("pool", ["gap", "tok", "map"])
+def test_vit_shapes_and_pre_logits(pool):
+  m = build_model("vit", variant="mu/4", num_classes=10, pool=pool,
+                  rep_size=16, dropout=0.1)
+  v = m.init(jax.random.key(0), X)
+  y, st = m.apply(v, X, train=True, rngs={"dropout": jax.random.key(1)},
+                  mutable=["intermediates"])
+  assert y.shape == (2, 10) and y.dtype == jnp.float32
+  assert st["intermediates"]["pre_logits"][0].shape == (2, 16)
+  # head_zeroinit: logits start at the head bias.
+  np.testing.assert_allclose(y, 0.0)
+
+
+def test_head_bias_init_and_no_zeroinit():
+  m = build_model("vit", variant="mu/4", num_classes=5, head_bias_init=-10.0,
+                  head_zeroinit=False)
+  v = m.init(jax.random.key(0), X)
+  np.testing.assert_allclose(v["params"]["head"]["bias"], -10.0)
+  assert float(jnp.abs(v["params"]["head"]["kernel"]).sum()) > 0
+
+
+def test_ti4_default_contract_model():
+  m = build_model("vit", variant="Ti/4", num_classes=10, normalizer="softmax")
+  v = jax.eval_shape(m.init, jax.random.key(0), jnp.zeros((2, 32, 32, 3)))
+  assert v["params"]["pos_embedding"].shape == (1, 64, 192)
+  assert "encoderblock_11" in v["params"]["Transformer"]
+
+
+def test_sincos_posemb_has_no_parameter():
+  m = build_model("vit", variant="mu/4", num_classes=10, posemb="sincos2d")
+  v = m.init(jax.random.key(0), X)
+  assert "pos_embedding" not in v["params"]
+  pe = posemb_sincos_2d(4, 4, 32)
+  assert pe.shape == (1, 16, 32)
+  assert len({tuple(np.round(r, 5)) for r in np.asarray(pe[0])}) == 16
+
+
+def test_scan_matches_unrolled_layers():
+  kw = dict(variant="mu/4", num_classes=10, depth=3, head_zeroinit=False)
+  loop, scan = build_model("vit", **kw), build_model("vit", scan=True, **kw)
+  v = loop.init(jax.random.key(0), X)
+  p = dict(v["params"])
+  t = dict(p["Transformer"])
+  blocks = [t.pop(f"encoderblock_{i}") for i in range(3)]
+  t["encoderblock"] = jax.tree.map(lambda *a: jnp.stack(a), *blocks)
+  p["Transformer"] = t
+  np.testing.assert_allclose(loop.apply(v, X), scan.apply({"params": p}, X),
+                             rtol=1e-5, atol=1e-5)
+  # The scanned model trains: gradients flow through remat + scan.
+  g = jax.grad(lambda p: scan.apply({"params": p}, X).sum())(p)
+  assert float(jnp.abs(g["Transformer"]["encoderblock"]["MlpBlock_0"][
+      "Dense_0"]["kernel"]).sum()) > 0
+
+
+def test_bf16_matmuls_forward():
+  m = build_model("vit", variant="mu/4", num_classes=10, dtype_mm="bfloat16",
+                  head_zeroinit=False, normalizer="relu_seqlen")
+  v = m.init(jax.random.key(0), X)
+  y = m.apply(v, X)
+  assert y.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(y)))
+  ref = build_model("vit", variant="mu/4", num_classes=10, head_zeroinit=False,
+                    normalizer="relu_seqlen").apply(v, X)
+  np.testing.assert_allclose(y, ref, atol=0.1, rtol=0.1)
+
+
+def test_normalizer_swap_keeps_parameter_count():
+  base = n_params(build_model("vit", variant="mu/4", num_classes=10), X.shape)
+  for spec in ["relu_seqlen", "normsoftmax(gamma=sqrt_d)", "scaled",
+               "prenorm(sin2_max_shifted)", "sparsemax"]:
+    m = build_model("vit", variant="mu/4", num_classes=10, normalizer=spec)
+    assert n_params(m, X.shape) == base, spec
+  # Learnable ones add exactly their parameters (mu: 1 layer, 2 heads).
+  m = build_model("vit", variant="mu/4", num_classes=10,
+                  normalizer="normsoftmax_learnable")
+  assert n_params(m, X.shape) == base + 1
+  m = build_model("vit", variant="mu/4", num_classes=10, normalizer="ssmax")
+  assert n_params(m, X.shape) == base + 2
+  m = build_model("vit", variant="mu/4", num_classes=10, normalizer="nap",
+                  pool="map")
+  base_map = n_params(build_model("vit", variant="mu/4", num_classes=10,
+                                  pool="map"), X.shape)
+  assert n_params(m, X.shape) == base_map + 2 * (2 + 2)  # g, b; block + MAP
+
+
+def test_unknown_names_raise_with_valid_list():
+  with pytest.raises(ValueError, match="valid names: .*vit"):
+    build_model("vitt")
+  with pytest.raises(ValueError, match="valid: gap, tok, map"):
+    build_model("vit", variant="mu/4", pool="cls").init(jax.random.key(0), X)
+  with pytest.raises(ValueError, match="multiple of the patch"):
+    build_model("vit", variant="mu/5").init(jax.random.key(0), X)
+  with pytest.raises(ValueError, match="bad arguments"):
+    build_model("vit", widht=3)
