@@ -1,0 +1,310 @@
+"""tf.data input pipelines that yield global, sharded ``jax.Array`` batches.
+
+Train (``make_train_iter``): each process reads its own slice of the split
+(``tfds.even_splits`` by ``jax.process_index()``), so processes never share an
+example. The process-local stream is an endless sequence of epochs; epoch
+``e`` is the slice shuffled with a seed derived from ``(seed, e)`` (a full
+permutation when the shuffle buffer covers the slice, a buffered shuffle
+otherwise), and batches run on across epoch boundaries like ``repeat()``.
+Example ``i`` of that stream is preprocessed with the stateless seed
+``(seed, process, i)``. Everything is therefore a pure function of
+``(seed, step)``: ``start_step=k`` skips the ``k * local_batch`` examples
+before it (the skipped records are read but not decoded) and yields exactly
+the batches an uninterrupted run would have seen from step ``k`` on.
+
+Eval (``make_eval_iter``): one deterministic pass; every process pads its
+slice to the same number of batches with examples whose ``mask`` is False, so
+no example is dropped or counted twice.
+
+Batches become global ``jax.Array``s sharded ``NamedSharding(mesh, P('data'))``
+with ``jax.make_array_from_process_local_data``.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from typing import Any, Iterator
+
+import jax
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from softattn.data import datasets as datasets_lib
+from softattn.data import preprocess
+
+# tf.data only prepares host arrays: keep TensorFlow off any accelerator so it
+# never reserves memory JAX needs.
+try:
+  tf.config.set_visible_devices([], "GPU")
+  tf.config.set_visible_devices([], "TPU")
+except (RuntimeError, ValueError):  # already initialised, or no such device.
+  pass
+
+_DEFAULT_SHUFFLE_BUFFER = 50_000
+_PREFETCH_DEVICE = 2
+# Mixing constants keep seeds of different purposes and processes apart.
+_AUG_STREAM = 0x5EED_A11
+_SHUFFLE_STREAM = 1_000_003
+
+
+def _get(config, key, default=None):
+  value = config.get(key, default) if hasattr(config, "get") else default
+  return default if value is None else value
+
+
+def _splits(data_config):
+  name = _get(data_config, "name")
+  known = datasets_lib.KNOWN.get(name)
+  train = _get(data_config, "train_split", known and known.train_split)
+  evals = _get(data_config, "eval_split", known and known.eval_split)
+  return train, evals
+
+
+def _process_split(split: str, drop_remainder: bool) -> str:
+  count = jax.process_count()
+  if count == 1:
+    return split
+  return tfds.even_splits(split, n=count,
+                          drop_remainder=drop_remainder)[jax.process_index()]
+
+
+def _mesh(mesh: Mesh | None) -> Mesh:
+  if mesh is None:
+    return Mesh(np.asarray(jax.devices()), ("data",))
+  if "data" not in mesh.axis_names:
+    raise ValueError(f"the mesh has axes {mesh.axis_names}; the input "
+                     "pipeline shards batches over an axis named 'data'")
+  return mesh
+
+
+def _local_batch(global_batch_size: int, mesh: Mesh) -> int:
+  data_size = mesh.shape["data"]
+  if global_batch_size <= 0 or global_batch_size % data_size:
+    raise ValueError(
+        f"batch_size {global_batch_size} is not divisible by the mesh's data "
+        f"axis ({data_size} devices): set batch_size to a multiple of "
+        f"{data_size}")
+  count = jax.process_count()
+  if global_batch_size % count:
+    raise ValueError(f"batch_size {global_batch_size} is not divisible by the "
+                     f"{count} processes: use a multiple of {count}")
+  return global_batch_size // count
+
+
+def _raw(data_config, split):
+  """Undecoded ``{'image': bytes, 'label'}`` records of ``split``, in order."""
+  builder = datasets_lib.get_builder(_get(data_config, "name"),
+                                     _get(data_config, "data_dir"))
+  ds = datasets_lib.as_dataset(
+      builder, split, shuffle_files=False,
+      decoders={"image": tfds.decode.SkipDecoding()},
+      read_config=tfds.ReadConfig(add_tfds_id=False))
+  ds = ds.map(lambda ex: {"image": ex["image"], "label": ex["label"]})
+  return ds, builder
+
+
+def _count(ds) -> int:
+  n = int(ds.cardinality())
+  if n < 0:  # unknown: count once (only slices TFDS cannot size up front).
+    n = int(ds.reduce(np.int64(0), lambda c, _: c + 1))
+  return n
+
+
+def _example_fn(builder, pp_spec: str, seed_base: int, what: str):
+  """``(index, raw example) -> {'image': float32, 'label': int32}``."""
+  image_feature = builder.info.features["image"]
+  pp = preprocess.parse(pp_spec)
+
+  def fn(index, raw):
+    example = {"image": image_feature.decode_example(raw["image"]),
+               "label": raw["label"]}
+    seed = tf.stack([tf.constant(seed_base, tf.int64),
+                     tf.cast(index, tf.int64)])
+    example = pp(example, seed)
+    return {"image": tf.cast(example["image"], tf.float32),
+            "label": tf.cast(example["label"], tf.int32)}
+
+  def check(ds):
+    shape = ds.element_spec["image"].shape
+    if not shape.is_fully_defined():
+      raise ValueError(
+          f"{what} {pp_spec!r} gives images of shape {shape}; end it with a "
+          "fixed size, e.g. resize(224) or central_crop(224)")
+    return ds
+  return fn, check
+
+
+def _options(ds):
+  options = tf.data.Options()
+  options.deterministic = True  # order is part of the (seed, step) contract.
+  return ds.with_options(options)
+
+
+def _seed_base(seed: int, stream: int) -> int:
+  # Keep within int64 and apart per process and purpose.
+  return (int(seed) * 1_000_033 + stream * 7919 + jax.process_index()) % 2**62
+
+
+def _to_global(batch: dict[str, np.ndarray], sharding) -> dict[str, jax.Array]:
+  return {k: jax.make_array_from_process_local_data(sharding, v)
+          for k, v in batch.items()}
+
+
+def _device_prefetch(batches, sharding, size=_PREFETCH_DEVICE):
+  """Keeps ``size`` batches in flight to the devices ahead of the consumer."""
+  queue = collections.deque()
+  for batch in batches:
+    queue.append(_to_global(batch, sharding))
+    if len(queue) > size - 1:
+      yield queue.popleft()
+  while queue:
+    yield queue.popleft()
+
+
+def train_dataset(data_config, *, local_batch_size: int, seed: int,
+                  start_step: int = 0) -> tf.data.Dataset:
+  """The process-local training batches from ``start_step`` on (numpy-ready).
+
+  Exposed for tests and benchmarks; ``make_train_iter`` adds the device side.
+  """
+  train_split, _ = _splits(data_config)
+  raw, builder = _raw(data_config, _process_split(train_split, True))
+  n = _count(raw)
+  if n == 0:
+    raise ValueError(f"train split {train_split!r} of "
+                     f"{_get(data_config, 'name')!r} is empty for process "
+                     f"{jax.process_index()}")
+  if _get(data_config, "cache", False):
+    raw = raw.cache()
+  buffer = min(int(_get(data_config, "shuffle_buffer",
+                        _DEFAULT_SHUFFLE_BUFFER)), n)
+  shuffle_base = _seed_base(seed, _SHUFFLE_STREAM) % 2**31
+
+  def epoch(e):
+    if buffer <= 1:
+      return raw
+    return raw.shuffle(buffer, seed=shuffle_base * 1_000_003 + e,
+                       reshuffle_each_iteration=False)
+
+  first = start_step * local_batch_size
+  ds = tf.data.Dataset.counter(start=first // n).flat_map(epoch)
+  ds = ds.skip(first % n).enumerate(start=first)
+  fn, check = _example_fn(builder, _get(data_config, "pp_train", ""),
+                          _seed_base(seed, _AUG_STREAM), "pp_train")
+  ds = check(ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE))
+  ds = ds.batch(local_batch_size, drop_remainder=True)
+  return _options(ds.prefetch(tf.data.AUTOTUNE))
+
+
+def make_train_iter(data_config, *, global_batch_size: int, seed: int,
+                    start_step: int = 0,
+                    mesh: Mesh | None = None) -> Iterator[dict[str, jax.Array]]:
+  """Endless training batches ``{'image': f32[B,H,W,C], 'label': i32[B]}``.
+
+  Args:
+    data_config: ``config.data`` (``name``, ``data_dir``, ``train_split``,
+      ``pp_train``, ``shuffle_buffer``, ``cache``).
+    global_batch_size: ``B``, summed over processes; divisible by the mesh's
+      ``data`` axis.
+    seed: the run's seed; with ``start_step`` it fixes every batch.
+    start_step: the step whose batch comes first (resume).
+    mesh: device mesh with a ``data`` axis (None: all devices on ``data``).
+
+  Returns:
+    an iterator of global ``jax.Array`` batches sharded ``P('data')``.
+  """
+  mesh = _mesh(mesh)
+  local = _local_batch(global_batch_size, mesh)
+  ds = train_dataset(data_config, local_batch_size=local, seed=seed,
+                     start_step=start_step)
+  return _device_prefetch(ds.as_numpy_iterator(),
+                          NamedSharding(mesh, P("data")))
+
+
+_EVAL_CACHE: dict[Any, tf.data.Dataset] = {}
+
+
+def eval_dataset(data_config, split: str, *,
+                 local_batch_size: int) -> tf.data.Dataset:
+  """Process-local eval batches with ``mask``, padded to a common count."""
+  cache = bool(_get(data_config, "cache", False))
+  key = (_get(data_config, "name"), _get(data_config, "data_dir"), split,
+         _get(data_config, "pp_eval", ""), local_batch_size)
+  if cache and key in _EVAL_CACHE:
+    return _EVAL_CACHE[key]
+  raw, builder = _raw(data_config, _process_split(split, False))
+  n = _count(raw)
+  fn, check = _example_fn(builder, _get(data_config, "pp_eval", ""),
+                          _seed_base(0, _AUG_STREAM), "pp_eval")
+  ds = check(raw.enumerate().map(fn, num_parallel_calls=tf.data.AUTOTUNE))
+  ds = ds.map(lambda ex: {**ex, "mask": True})
+
+  if jax.process_count() > 1:
+    most = int(np.max(multihost_utils.process_allgather(np.int64(n))))
+  else:
+    most = n
+  total = math.ceil(most / local_batch_size) * local_batch_size
+  if total > n:
+    spec = ds.element_spec
+    pad = tf.data.Dataset.from_tensors(
+        {"image": tf.zeros(spec["image"].shape, tf.float32),
+         "label": tf.zeros([], tf.int32), "mask": False})
+    ds = ds.concatenate(pad.repeat(total - n))
+  ds = ds.batch(local_batch_size, drop_remainder=True)
+  if cache:
+    ds = ds.cache()
+    _EVAL_CACHE[key] = ds
+  return _options(ds.prefetch(tf.data.AUTOTUNE))
+
+
+def make_eval_iter(data_config, split: str | None = None, *,
+                   global_batch_size: int,
+                   mesh: Mesh | None = None) -> Iterator[dict[str, jax.Array]]:
+  """One pass over ``split``: ``{'image', 'label', 'mask'}`` global batches.
+
+  The last batch is padded; ``mask`` is False on padding, so metrics summed
+  with the mask count every example exactly once. ``split`` None means
+  ``data_config.eval_split``.
+  """
+  mesh = _mesh(mesh)
+  local = _local_batch(global_batch_size, mesh)
+  split = split or _splits(data_config)[1]
+  ds = eval_dataset(data_config, split, local_batch_size=local)
+  return _device_prefetch(ds.as_numpy_iterator(),
+                          NamedSharding(mesh, P("data")))
+
+
+def dataset_info(data_config) -> dict:
+  """``num_classes``, ``image_shape`` (after ``pp_eval``), ``num_train``, ``num_eval``.
+
+  ``image_shape`` is what the model sees, so it can be initialised without
+  reading data; the counts are whole splits (all processes).
+  """
+  train_split, eval_split = _splits(data_config)
+  builder = datasets_lib.get_builder(_get(data_config, "name"),
+                                     _get(data_config, "data_dir"))
+  label = builder.info.features["label"]
+  if not hasattr(label, "num_classes"):
+    raise ValueError(f"dataset {builder.name!r} has no class label feature "
+                     "'label'; the pipeline trains classifiers")
+  image = builder.info.features["image"]
+  pp = preprocess.parse(_get(data_config, "pp_eval", ""))
+  traced = tf.function(
+      lambda img: tf.cast(pp({"image": img, "label": tf.constant(0, tf.int64)},
+                             tf.constant([0, 0], tf.int64))["image"],
+                          tf.float32)
+  ).get_concrete_function(tf.TensorSpec(image.shape, image.dtype))
+  shape = traced.output_shapes
+  if not shape.is_fully_defined():
+    raise ValueError(
+        f"pp_eval {_get(data_config, 'pp_eval', '')!r} gives images of shape "
+        f"{shape}; end it with a fixed size, e.g. resize(224)")
+  counts = [_count(datasets_lib.as_dataset(builder, s)) for s in
+            (train_split, eval_split)]
+  return dict(num_classes=int(label.num_classes),
+              image_shape=tuple(int(d) for d in shape),
+              num_train=counts[0], num_eval=counts[1])
