@@ -128,7 +128,10 @@ def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
     raise SweepError(f"{path}: get_config() returned {type(base).__name__}, "
                      "expected an ml_collections.ConfigDict.")
   if hasattr(module, "get_sweep"):
-    overrides = _call(module.get_sweep, arg)
+    try:
+      overrides = _call(module.get_sweep, arg)
+    except ValueError as e:  # grid helpers: clashing or empty factors
+      raise SweepError(f"{path}: get_sweep(): {e}") from None
   else:
     raise SweepError(f"{path} declares no sweep: define get_sweep(arg) "
                      "returning a list of override dicts (see "
@@ -137,7 +140,10 @@ def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
   if not overrides:
     raise SweepError(f"{path}: the sweep is empty.")
   extra_overrides = parse_assignments(extra, base)
-  names = grid.run_names(overrides)
+  try:
+    names = grid.run_names(overrides)
+  except ValueError as e:
+    raise SweepError(f"{path}: {e}") from None
   runs = []
   for name, o in zip(names, overrides):
     o = {**o, **extra_overrides}

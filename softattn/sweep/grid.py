@@ -84,7 +84,7 @@ def chain(*sweeps: Sequence[Overrides]) -> list[Overrides]:
 
 # Run names become directory names (locally and on GCS) and shell words, so
 # they keep to a conservative alphabet.
-_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
 
 
 def _clean(value: Any) -> str:
@@ -99,9 +99,9 @@ def run_names(sweep_list: Sequence[Overrides]) -> list[str]:
   A name lists ``key-value`` pairs joined by ``__`` in the order the overrides
   were declared, ``key`` being the last component of the config path (the full
   path, dots as ``-``, where two swept fields share a last component). Values
-  keep ``[A-Za-z0-9.+-]``; ``/`` is dropped (``Ti/4`` -> ``Ti4``) and other runs
+  keep ``[A-Za-z0-9_.+-]``; ``/`` is dropped (``Ti/4`` -> ``Ti4``) and other runs
   of characters become ``.`` (``normsoftmax(gamma=sqrt_d)`` ->
-  ``normsoftmax.gamma.sqrt.d``). Fields that are the same in every run are left
+  ``normsoftmax.gamma.sqrt_d``). Fields that are the same in every run are left
   out of the name. If two runs still clash, both get a short hash of their
   overrides appended, so names never depend on anything but the declaration.
   """
