@@ -80,9 +80,14 @@ def _causal_mask(q_len, k_len, q_offset=0, k_offset=0):
   return ki <= qi
 
 
+def _compute_dtype(x):
+  """float32 for low-precision inputs, the input's dtype otherwise."""
+  return jnp.promote_types(x.dtype, jnp.float32)
+
+
 def _scores(query, key, scale):
   s = jnp.einsum("bqhd,bkhd->bhqk", query, key,
-                 preferred_element_type=jnp.float32)
+                 preferred_element_type=_compute_dtype(query))
   return s * scale
 
 
@@ -95,7 +100,7 @@ def _dense(query, key, value, norm, p, mask, bias, scale, causal):
     mask = c if mask is None else jnp.logical_and(mask, c)
   w = norm(s, mask=mask, **p)
   out = jnp.einsum("bhqk,bkhd->bqhd", w.astype(value.dtype), value,
-                   preferred_element_type=jnp.float32)
+                   preferred_element_type=s.dtype)
   return out.astype(value.dtype), w
 
 
@@ -217,7 +222,7 @@ def _linear(query, key, value, norm, p, mask, scale):
   """``coef(n) * scale * Q (K^T V)`` with masked keys zeroed."""
   b, lq, h, d = query.shape
   lk = key.shape[1]
-  f32 = jnp.float32
+  f32 = _compute_dtype(query)
   if mask is None:
     n = jnp.full((b, h, 1, 1), lk, f32)
     kv_key = key

@@ -108,7 +108,8 @@ def safe_denominator(den: jax.Array, eps: float) -> jax.Array:
   whose ``g`` can be negative (``sin_max``) it guards the division instead of
   producing Inf.
   """
-  return jnp.where(den >= 0, den + eps, den - eps)
+  out = jnp.where(den >= 0, den + eps, den - eps)
+  return jnp.where(out == 0, 1.0, out)  # eps=0 and an empty row: 0/1, not 0/0
 
 
 def exp_weights(t, valid, upper=None):

@@ -1,0 +1,245 @@
+"""Memory-efficient attention: query blocks x streamed key blocks.
+
+Used by ``dot_product_attention(..., implementation="chunked")``; see that
+module's docstring for the contract. How it works:
+
+* Queries are cut into blocks of ``cq`` and mapped over with ``lax.map`` whose
+  body is wrapped in ``jax.checkpoint``: the backward pass stores only each
+  block's inputs and recomputes one block at a time, so the live residuals are
+  those of a single ``[B, H, cq, Lk]`` block, never ``[B, H, Lq, Lk]``.
+* Inside a block, key blocks of ``ck`` are streamed with ``lax.scan``. Each
+  normalizer mode has its own accumulator (``_ACCUMULATORS``): the online
+  softmax with a running max for ``exp``, a running max >= 0 for ``softpick``,
+  plain sums of ``g v`` and ``g`` for ``ratio``, of ``phi v`` for ``pointwise``.
+* Normalizers that read row statistics get them first: the count ``n`` from the
+  mask alone; mean and variance either from the key moments (``mean_i =
+  scale q_i . mean(K)``, ``var_i = scale^2 q_i^T Cov(K) q_i``, exact when the
+  mask depends only on the key and there is no bias or causal mask: the
+  NormSoftmax identity of the spec) or from a first streaming pass merged with
+  Chan's formula.
+
+Lengths that are not multiples of the block sizes are padded with masked keys /
+discarded queries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from softattn.normalizers.core import (RowStats, merge_stats, row_stats,
+                                       safe_denominator)
+
+_NEG = -1e30  # finite "minus infinity" for running maxima (no inf - inf)
+
+
+def _pad(x, axis, size, value):
+  extra = size - x.shape[axis]
+  if extra == 0:
+    return x
+  widths = [(0, 0)] * x.ndim
+  widths[axis] = (0, extra)
+  return jnp.pad(x, widths, constant_values=value)
+
+
+def _split(x, axis, n_blocks):
+  """[..., n_blocks * c, ...] -> [n_blocks, ..., c, ...]."""
+  shape = x.shape[:axis] + (n_blocks, x.shape[axis] // n_blocks) + (
+      x.shape[axis + 1:])
+  return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+
+def _blocked(x, axis, n_blocks, size, pad_value):
+  """Pads and splits ``x`` along ``axis`` unless that axis broadcasts (size 1).
+
+  Returns ``(blocks or None, constant or None)``.
+  """
+  if x is None:
+    return None, None
+  if x.shape[axis] == 1:
+    return None, x
+  return _split(_pad(x, axis, size, pad_value), axis, n_blocks), None
+
+
+def _key_moments(q, k, key_ok, scale, ct):
+  """Row mean/var of ``scale * q.k`` over valid keys from K's moments.
+
+  q: [B,H,Lq,D]; k: [B,H,Lk,D]; key_ok: bool broadcastable to [B,H,1,Lk].
+  """
+  w = jnp.broadcast_to(key_ok, k.shape[:2] + (1, k.shape[2]))[:, :, 0]
+  w = w.astype(ct)[..., None]                             # [B,H,Lk,1]
+  n = jnp.sum(w, axis=2, keepdims=True)                      # [B,H,1,1]
+  safe_n = jnp.maximum(n, 1.0)
+  mu = jnp.sum(w * k, axis=2, keepdims=True) / safe_n        # [B,H,1,D]
+  kc = (k - mu) * w
+  cov = jnp.einsum("bhkd,bhke->bhde", kc, kc) / safe_n       # [B,H,D,D]
+  mean = scale * jnp.einsum("bhqd,bhkd->bhqk", q, mu)        # [B,H,Lq,1]
+  var = scale * scale * jnp.einsum("bhqd,bhde,bhqe->bhq", q, cov, q)[..., None]
+  n = jnp.broadcast_to(n, mean.shape)
+  return RowStats(n, mean, jnp.maximum(var, 0.0))
+
+
+# --- accumulators: init(shape) / update(carry, t, valid, v, p) / finish ------
+def _exp_init(b, h, cq, dv, upper, ct):
+  m = jnp.full((b, h, cq, 1), _NEG if upper is None else upper, ct)
+  return (m, jnp.zeros((b, h, cq, 1), ct), jnp.zeros((b, h, cq, dv), ct))
+
+
+def _exp_update(carry, t, valid, v, upper):
+  m, l, acc = carry
+  if upper is None:
+    m_new = jnp.maximum(m, jnp.max(jnp.where(valid, t, _NEG), -1, keepdims=True))
+    m_new = jax.lax.stop_gradient(m_new)
+    corr = jnp.exp(m - m_new)
+  else:
+    m_new, corr = m, 1.0
+  e = jnp.where(valid, jnp.exp(jnp.where(valid, t, m_new) - m_new), 0.0)
+  return (m_new, l * corr + jnp.sum(e, -1, keepdims=True),
+          acc * corr + _pv(e, v))
+
+
+def _softpick_update(carry, t, valid, v):
+  # e(m) = exp(t - m) - exp(-m) = exp(-m) (e^t - 1): rescaling by
+  # exp(m_old - m_new) moves both sums to the new reference point.
+  m, den, acc = carry
+  m_new = jnp.maximum(m, jnp.max(jnp.where(valid, t, _NEG), -1, keepdims=True))
+  m_new = jax.lax.stop_gradient(m_new)
+  corr = jnp.exp(m - m_new)
+  e = jnp.exp(jnp.where(valid, t, 0.0) - m_new) - jnp.exp(-m_new)
+  num = jnp.where(valid, jax.nn.relu(e), 0.0)
+  den_new = den * corr + jnp.sum(jnp.where(valid, jnp.abs(e), 0.0), -1,
+                                 keepdims=True)
+  return (m_new, den_new, acc * corr + _pv(num, v))
+
+
+def _pv(w, v):
+  # Weights are cast to the value dtype (bf16 matmul for bf16 inputs) but
+  # accumulated in the compute dtype of ``w``.
+  return jnp.einsum("bhqk,bhkd->bhqd", w.astype(v.dtype), v,
+                    preferred_element_type=w.dtype)
+
+
+def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
+                      chunk_size, query_chunk_size):
+  """See module docstring. Shapes as ``dot_product_attention``; mask/bias 4-D."""
+  b, lq, h, d = query.shape
+  lk, dv = key.shape[1], value.shape[-1]
+  ct = jnp.promote_types(query.dtype, jnp.float32)  # compute dtype
+  ck, cq = min(chunk_size, lk), min(query_chunk_size, lq)
+  if ck < 1 or cq < 1:
+    raise ValueError(f"chunk sizes must be >= 1, got {chunk_size}, "
+                     f"{query_chunk_size}")
+  nk, nq = math.ceil(lk / ck), math.ceil(lq / cq)
+  lk_pad, lq_pad = nk * ck, nq * cq
+
+  to_heads = lambda x: jnp.transpose(x, (0, 2, 1, 3))  # noqa: E731
+  q = to_heads(_pad(query, 1, lq_pad, 0))                     # [B,H,Lq',D]
+  k = to_heads(_pad(key, 1, lk_pad, 0))
+  v = to_heads(_pad(value, 1, lk_pad, 0))
+  key_in_range = (jnp.arange(lk_pad) < lk)[None, None, None, :]
+
+  stats_all = None
+  if (norm.needs == "moments" and bias is None and not causal
+      and (mask is None or mask.shape[2] == 1)):
+    key_ok = key_in_range if mask is None else jnp.logical_and(
+        key_in_range, _pad(mask, 3, lk_pad, False))
+    stats_all = _key_moments(q.astype(ct), k.astype(ct), key_ok, scale, ct)
+
+  # Per-query-block inputs (xs of lax.map) vs. constants.
+  q_blocks = _split(q, 2, nq)
+  mask_qb, mask_c = _blocked(mask, 2, nq, lq_pad, False)
+  bias_qb, bias_c = _blocked(bias, 2, nq, lq_pad, 0.0)
+  stats_qb = None if stats_all is None else jax.tree.map(
+      lambda x: _split(_pad(x, 2, lq_pad, 0.0), 2, nq), stats_all)
+  k_blocks, v_blocks = _split(k, 2, nk), _split(v, 2, nk)
+  in_range_blocks = _split(key_in_range, 3, nk)
+
+  mode = norm.mode
+  upper = norm.exp_upper(**p) if norm.exp_upper is not None else None
+
+  def block(xs):
+    qi, q_blk, mask_q, bias_q, stats_q = xs
+    mask_q = mask_c if mask_q is None else mask_q
+    bias_q = bias_c if bias_q is None else bias_q
+    mask_kb, mask_kc = _blocked(mask_q, 3, nk, lk_pad, False)
+    bias_kb, bias_kc = _blocked(bias_q, 3, nk, lk_pad, 0.0)
+
+    def scores_and_valid(kj, k_blk, in_range, mask_k, bias_k, with_scores=True):
+      valid = in_range
+      mask_k = mask_kc if mask_k is None else mask_k
+      if mask_k is not None:
+        valid = jnp.logical_and(valid, mask_k)
+      if causal:
+        qpos = qi * cq + jnp.arange(cq)[:, None]
+        kpos = kj * ck + jnp.arange(ck)[None, :]
+        valid = jnp.logical_and(valid, kpos <= qpos)
+      valid = jnp.broadcast_to(valid, (b, h, cq, ck))
+      if not with_scores:
+        return None, valid
+      s = jnp.einsum("bhqd,bhkd->bhqk", q_blk, k_blk,
+                     preferred_element_type=ct) * scale
+      bias_k = bias_kc if bias_k is None else bias_k
+      if bias_k is not None:
+        s = s + bias_k.astype(ct)
+      return jnp.where(valid, s, 0.0), valid
+
+    key_xs = (jnp.arange(nk), k_blocks, v_blocks, in_range_blocks, mask_kb,
+              bias_kb)
+
+    stats = stats_q
+    if stats is None and norm.needs != "none":
+      moments = norm.needs == "moments"
+
+      def stat_step(acc, xs):
+        kj, k_blk, _, in_range, mask_k, bias_k = xs
+        s, valid = scores_and_valid(kj, k_blk, in_range, mask_k, bias_k,
+                                    with_scores=moments)
+        part = row_stats(s if moments else valid.astype(ct), valid,
+                         norm.needs)
+        return merge_stats(acc, part), None
+
+      zeros = jnp.zeros((b, h, cq, 1), ct)
+      init = RowStats(zeros, zeros, zeros) if moments else RowStats(zeros)
+      stats, _ = jax.lax.scan(stat_step, init, key_xs)
+
+    if mode == "exp":
+      init = _exp_init(b, h, cq, dv, upper, ct)
+    elif mode == "softpick":
+      init = _exp_init(b, h, cq, dv, 0.0, ct)
+    elif mode == "ratio":
+      init = (jnp.zeros((b, h, cq, 1), ct), jnp.zeros((b, h, cq, dv), ct))
+    else:
+      init = jnp.zeros((b, h, cq, dv), ct)
+
+    def step(carry, xs):
+      kj, k_blk, v_blk, in_range, mask_k, bias_k = xs
+      s, valid = scores_and_valid(kj, k_blk, in_range, mask_k, bias_k)
+      t = norm.transform(s, stats, **p)
+      if mode == "exp":
+        return _exp_update(carry, t, valid, v_blk, upper), None
+      if mode == "softpick":
+        return _softpick_update(carry, t, valid, v_blk), None
+      if mode == "ratio":
+        g = jnp.where(valid, t, 0.0)
+        return (carry[0] + jnp.sum(g, -1, keepdims=True),
+                carry[1] + _pv(g, v_blk)), None
+      return carry + _pv(jnp.where(valid, t, 0.0), v_blk), None
+
+    carry, _ = jax.lax.scan(step, init, key_xs)
+    if mode == "exp":
+      _, l, acc = carry
+      return acc / jnp.where(l > 0, l, 1.0)
+    if mode == "softpick":
+      m, den, acc = carry
+      return acc / (den + p[norm.eps_param] * jnp.exp(-m))
+    if mode == "ratio":
+      return carry[1] / safe_denominator(carry[0], p[norm.eps_param])
+    return carry
+
+  out = jax.lax.map(jax.checkpoint(block),
+                    (jnp.arange(nq), q_blocks, mask_qb, bias_qb, stats_qb))
+  # [nq, B, H, cq, Dv] -> [B, Lq, H, Dv]
+  out = jnp.moveaxis(out, 0, 2).reshape(b, h, lq_pad, dv)[:, :, :lq]
+  return jnp.transpose(out, (0, 2, 1, 3)).astype(value.dtype)
