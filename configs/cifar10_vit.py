@@ -62,17 +62,9 @@ def get_config(arg=None):
   c.eval.batch_size = 500
 
   if a.runlocal:
-    c.num_epochs = None
-    c.total_steps = 2
-    c.batch_size = 8
+    configlib.shrink_for_runlocal(c, steps=2, batch=8)
     c.model.width = 16
     c.model.depth = 1
     c.model.mlp_dim = 32
     c.model.num_heads = 2
-    c.log_every = 1
-    c.eval_every = 2
-    c.checkpoint_every = 2
-    c.eval.batch_size = 8
-    c.data.shuffle_buffer = 16
-    c.data.cache = False
   return c

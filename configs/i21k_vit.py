@@ -77,19 +77,11 @@ def get_config(arg=None):
       shuffle_buffer=1, cache=False)
 
   if a.runlocal:
-    c.num_epochs = None
-    c.total_steps = 2
-    c.batch_size = 4
+    configlib.shrink_for_runlocal(c, steps=2, batch=4)
     c.data.name = "imagenet2012"
     c.data.train_split = "train"
     c.data.eval_split = "validation"
     c.data.pp_train = "resize(32)|flip_lr|value_range(-1, 1)"
     c.data.pp_eval = "resize(32)|value_range(-1, 1)"
-    c.data.shuffle_buffer = 16
     c.model.variant = "mu/8"
-    c.schedule.warmup_steps = 1
-    c.log_every = 1
-    c.eval_every = 2
-    c.checkpoint_every = 2
-    c.eval.batch_size = 4
   return c

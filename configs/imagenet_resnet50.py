@@ -59,14 +59,7 @@ def get_config(arg=None):
   c.diagnostics = False  # no attention in a ResNet
 
   if a.runlocal:
-    c.num_epochs = None
-    c.total_steps = 2
-    c.batch_size = 4
+    configlib.shrink_for_runlocal(c, steps=2, batch=4)
     c.data.pp_train = "resize(32)|flip_lr|value_range(-1, 1)"
     c.data.pp_eval = "resize(32)|value_range(-1, 1)"
-    c.data.shuffle_buffer = 16
-    c.log_every = 1
-    c.eval_every = 2
-    c.checkpoint_every = 2
-    c.eval.batch_size = 4
   return c

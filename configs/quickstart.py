@@ -61,16 +61,9 @@ def get_config(arg=None):
   c.eval.batch_size = 1000
 
   if a.runlocal:
-    c.total_steps = 3
-    c.batch_size = 8
+    configlib.shrink_for_runlocal(c, steps=3, batch=8)
     c.model.width = 16
     c.model.depth = 1
     c.model.mlp_dim = 32
     c.model.num_heads = 2
-    c.log_every = 1
-    c.eval_every = 3
-    c.checkpoint_every = 2
-    c.eval.batch_size = 8
-    c.data.shuffle_buffer = 16
-    c.data.cache = False
   return c

@@ -57,3 +57,25 @@ def parse_arg(arg: str | None, **defaults) -> ml_collections.ConfigDict:
     else:
       out[key] = value
   return out
+
+
+def shrink_for_runlocal(c: ml_collections.ConfigDict, *, steps: int = 2,
+                        batch: int = 8) -> ml_collections.ConfigDict:
+  """The ``runlocal`` form: a few steps of a small batch, logging every step.
+
+  Keeps the model and data choices (configs shrink the model themselves) so
+  the smoke run exercises the same code as the full one.
+  """
+  c.num_epochs = None
+  c.total_steps = steps
+  c.batch_size = batch
+  c.log_every = 1
+  c.eval_every = steps
+  c.checkpoint_every = steps
+  c.eval.batch_size = batch
+  c.data.shuffle_buffer = 16
+  c.data.cache = False
+  with c.schedule.unlocked():
+    c.schedule.warmup_steps = 1
+    c.schedule.warmup_epochs = None
+  return c

@@ -249,13 +249,17 @@ def _flatten_named(tree, prefix: str) -> dict[str, jax.Array]:
   return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
-def _layer_norms(tree, prefix: str) -> dict[str, jax.Array]:
-  """L2 norm per top-level submodule (``Block_3``, ``head``, ...)."""
+def _layer_norms(tree, prefix: str, depth: int = 2) -> dict[str, jax.Array]:
+  """L2 norm per layer: leaves grouped by the first ``depth`` module names.
+
+  ``Transformer/encoderblock_3/MlpBlock_0/Dense_0/kernel`` counts for
+  ``Transformer/encoderblock_3``; ``head/kernel`` for ``head``.
+  """
   groups: dict[str, list] = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-    top = optim.path_str(path[:1])
-    groups.setdefault(top, []).append(leaf)
-  return {f"{prefix}/{k}": optax.global_norm(v) for k, v in groups.items()}
+    modules = optim.path_str(path).split("/")[:-1] or ["_"]
+    groups.setdefault("/".join(modules[:depth]), []).append(leaf)
+  return {f"{prefix}/{k}": optax.tree.norm(v) for k, v in groups.items()}
 
 
 @dataclasses.dataclass
@@ -329,8 +333,8 @@ def make_steps(cfg, model, tx, schedule, mesh, state_sharding) -> Steps:
     metrics = {
         "loss": loss,
         "accuracy": jnp.mean(jnp.argmax(logits, -1) == batch["label"]),
-        "grad_norm": optax.global_norm(grads),
-        "param_norm": optax.global_norm(params),
+        "grad_norm": optax.tree.norm(grads),
+        "param_norm": optax.tree.norm(params),
         "learning_rate": schedule(step),
         # Per-leaf finiteness: names the offending parameters if it breaks.
         "grads_finite": jnp.stack([jnp.all(jnp.isfinite(g)) for g in grad_leaves]),

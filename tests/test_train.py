@@ -1,0 +1,217 @@
+"""End-to-end tests of the training loop on TFDS mock data (tiny ViT, few steps)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from softattn import metrics, train
+
+sys.path.insert(0, os.path.dirname(__file__))
+import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+REPO = train_runner.REPO
+QUICK = "configs/quickstart.py:runlocal"
+# Async saves and tfds.testing.mock_data's temporary file-system patch race
+# (the patch is global while a dataset is opened), so the tests save
+# synchronously; the async path is the same Orbax call.
+BASE = {"checkpoint_async": False, "verbose": False}
+
+
+def _spec(workdir, **kw):
+  overrides = dict(BASE, **kw.pop("overrides", {}))
+  return dict(config=kw.pop("config", QUICK), overrides=overrides,
+              workdir=str(workdir), num_examples=kw.pop("num_examples", 20), **kw)
+
+
+def _final_params(workdir):
+  d = os.path.join(workdir, "checkpoints")
+  with ocp.CheckpointManager(d) as mngr:
+    step = mngr.latest_step()
+    state = mngr.restore(step, args=ocp.args.StandardRestore())
+  return step, jax.tree.map(np.asarray, state["params"])
+
+
+def _assert_bitwise_equal(a, b):
+  la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+  assert len(la) == len(lb) and la
+  for x, y in zip(la, lb):
+    assert x.dtype == y.dtype and x.shape == y.shape
+    assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def _subprocess(spec, env_extra=None, check=True):
+  env = dict(os.environ, **(env_extra or {}))
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO, "tests", "train_runner.py"),
+       json.dumps(spec)], env=env, cwd=REPO, capture_output=True, text=True,
+      timeout=300)
+  if check and proc.returncode != 0:
+    raise AssertionError(f"runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+  return proc
+
+
+def test_end_to_end_train_eval_checkpoint(tmp_path):
+  wd = tmp_path / "run"
+  final = train_runner.run(_spec(wd, overrides={
+      "total_steps": 4, "log_every": 2, "eval_every": 4, "checkpoint_every": 2},
+      num_examples=20))
+  # 20 eval examples in batches of 8: the padded last batch counts 4, not 8.
+  assert final["eval_num_examples"] == 20.0
+  assert 0.0 <= final["eval_accuracy"] <= 1.0 and np.isfinite(final["eval_loss"])
+  status = json.load(open(wd / "status.json"))
+  assert status["status"] == "done" and status["step"] == 4
+  assert status["flops_per_step"] > 0 and status["core_seconds"] > 0
+  assert status["final"]["eval_accuracy"] == final["eval_accuracy"]
+  assert json.load(open(wd / "config.json"))["model"]["num_classes"] == 10
+  assert any(f.startswith("events.out.tfevents") for f in os.listdir(wd))
+  assert sorted(int(s) for s in os.listdir(wd / "checkpoints")) == [2, 4]
+
+  recs = metrics.read_jsonl(str(wd / "metrics.jsonl"))
+  assert all("step" in r and r["split"] in ("train", "eval", "info") for r in recs)
+  train_recs = [r for r in recs if r["split"] == "train" and "loss" in r]
+  assert [r["step"] for r in train_recs] == [2, 4]
+  diag = train_recs[-1]
+  for key in ("score_std", "attn_entropy", "grad_saturation"):
+    vals = [v for k, v in diag.items() if k.startswith("diag/") and k.endswith(key)]
+    assert vals and all(np.isfinite(v) for v in vals), key
+  assert any(k.startswith("grad_norm/") for k in diag)
+  assert any(k.startswith("param_norm/") for k in diag)
+  assert [r["step"] for r in recs if r["split"] == "eval"] == [4]
+  assert any(r["split"] == "info" and r.get("num_params", 0) > 0 for r in recs)
+
+  # Rerunning a finished run resumes at the end and only re-evaluates.
+  again = train_runner.run(_spec(wd, overrides={
+      "total_steps": 4, "log_every": 2, "eval_every": 4, "checkpoint_every": 2}))
+  assert again["eval_accuracy"] == final["eval_accuracy"]
+
+
+def test_sigterm_saves_and_resume_is_bitwise_identical(tmp_path):
+  over = {"total_steps": 6, "checkpoint_every": 100, "log_every": 3,
+          "eval_every": 0}
+  train_runner.run(_spec(tmp_path / "straight", overrides=over))
+  # SIGTERM while fetching step 2's batch: step 2 still runs, then it saves
+  # step 3 (not a multiple of checkpoint_every) and returns.
+  train_runner.run(_spec(tmp_path / "preempted", overrides=over, kill_at_step=2,
+                         kill_signal="SIGTERM"))
+  status = json.load(open(tmp_path / "preempted" / "status.json"))
+  assert status["status"] == "running" and "SIGTERM" in status["reason"]
+  assert sorted(os.listdir(tmp_path / "preempted" / "checkpoints")) == ["3"]
+  train_runner.run(_spec(tmp_path / "preempted", overrides=over))
+  s1, p1 = _final_params(tmp_path / "straight")
+  s2, p2 = _final_params(tmp_path / "preempted")
+  assert s1 == s2 == 6
+  _assert_bitwise_equal(p1, p2)
+
+
+def test_sigkill_mid_run_then_resume_is_bitwise_identical(tmp_path):
+  over = {"total_steps": 6, "checkpoint_every": 2, "log_every": 3,
+          "eval_every": 0}
+  killed = _subprocess(_spec(tmp_path / "killed", overrides=over,
+                             kill_at_step=3), check=False)
+  assert killed.returncode == -9, killed.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / "killed" / "checkpoints")) == ["2"]
+  status = json.load(open(tmp_path / "killed" / "status.json"))
+  assert status["status"] == "running"
+  train_runner.run(_spec(tmp_path / "killed", overrides=over))
+  train_runner.run(_spec(tmp_path / "straight", overrides=over))
+  s1, p1 = _final_params(tmp_path / "straight")
+  s2, p2 = _final_params(tmp_path / "killed")
+  assert s1 == s2 == 6
+  _assert_bitwise_equal(p1, p2)
+
+
+def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path):
+  wd = tmp_path / "nan"
+  # lr 0 at step 0 (warmup from 0), so the checkpoint after step 1 is sane;
+  # then sin_max with an absurd lr overflows.
+  over = {"model.normalizer": "sin_max", "total_steps": 8, "checkpoint_every": 1,
+          "log_every": 0, "eval_every": 0, "schedule.name": "warmup_cosine",
+          "schedule.base_lr": 1e30, "schedule.warmup_steps": 1,
+          "optimizer.grad_clip_norm": None}
+  with pytest.raises(train.NonFiniteError) as e:
+    train_runner.run(_spec(wd, overrides=over))
+  msg = str(e.value)
+  assert "Non-finite training at step" in msg and "loss=" in msg and "grad_norm=" in msg
+  bad_step = int(msg.split("at step ")[1].split(":")[0])
+  status = json.load(open(wd / "status.json"))
+  assert status["status"] == "failed" and status["reason"] == msg
+  last, params = _final_params(wd)
+  assert 1 <= last < bad_step
+  assert f"last good checkpoint is step {last}" in msg
+  assert all(np.all(np.isfinite(p)) for p in jax.tree.leaves(params))
+
+
+def test_multi_device_mesh_matches_single_device(tmp_path):
+  common = {"total_steps": 3, "log_every": 1, "eval_every": 3,
+            "checkpoint_every": 3, "batch_size": 8}
+  code = f"""
+import json, sys
+sys.path.insert(0, {os.path.join(REPO, 'tests')!r})
+import jax, train_runner
+from softattn import metrics
+assert jax.device_count() == 8, jax.devices()
+out = {{}}
+for name, mesh, rules in [("one", {{"data": 1, "model": 1}}, [[".*", "replicate"]]),
+                          ("mesh", {{"data": 4, "model": 2}}, [[".*", "fsdp_tp"]])]:
+  wd = {str(tmp_path)!r} + "/" + name
+  over = dict(json.loads({json.dumps(json.dumps(dict(BASE, **common)))}), **{{"mesh": mesh, "sharding_rules": rules}})
+  final = train_runner.run(dict(config={QUICK!r}, overrides=over, workdir=wd,
+                                num_examples=24))
+  losses = [r["loss"] for r in metrics.read_jsonl(wd + "/metrics.jsonl", "train") if "loss" in r]
+  out[name] = dict(losses=losses, eval=final["eval_loss"])
+print("RESULT" + json.dumps(out))
+"""
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  res = json.loads(proc.stdout.split("RESULT")[-1])
+  assert len(res["one"]["losses"]) == 3
+  np.testing.assert_allclose(res["mesh"]["losses"], res["one"]["losses"], rtol=1e-5)
+  np.testing.assert_allclose(res["mesh"]["eval"], res["one"]["eval"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("override, match", [
+    ({"totl_steps": 5}, "Unknown config key"),
+    ({"model.normalizer": "softmaxx"}, "config.model.normalizer"),
+    ({"loss.name": "xent"}, "config.loss.name"),
+    ({"optimizer.lr": 0.1}, "in config.optimizer"),
+])
+def test_config_errors_are_one_line_and_precede_compilation(tmp_path, override, match):
+  config = train_runner.apply_overrides(train_runner.load_config(QUICK), override)
+  with pytest.raises(train.ConfigError, match=match) as e:
+    train.train_and_evaluate(config, str(tmp_path / "wd"))
+  assert "\n" not in str(e.value)
+  assert not (tmp_path / "wd").exists()  # nothing was set up, let alone compiled
+
+
+def test_batch_not_divisible_and_missing_dataset(tmp_path):
+  config = train_runner.load_config(QUICK)
+  config.batch_size = 6
+  with pytest.raises(train.ConfigError, match="multiple of 4"):
+    train.resolve_config(config, num_devices=4)
+  config = train_runner.load_config(QUICK)
+  config.data.name = "cifar10"
+  config.data.data_dir = str(tmp_path / "empty")
+  with pytest.raises(train.ConfigError, match="cifar10") as e:
+    train.train_and_evaluate(config, str(tmp_path / "wd"))
+  assert "\n" not in str(e.value)
+
+
+def test_cli_reports_config_error_in_one_line(tmp_path):
+  proc = subprocess.run(
+      [sys.executable, "-m", "softattn.main", f"--config={QUICK}",
+       f"--workdir={tmp_path / 'wd'}", "--config.model.normalizer=nope"],
+      cwd=REPO, capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith("config error: config.model.normalizer='nope'")

@@ -1,0 +1,75 @@
+"""Runs ``train_and_evaluate`` on TFDS mock data; used by the training tests.
+
+``python tests/train_runner.py '<json spec>'`` with keys:
+  config: ``configs/<file>.py:<arg>``; overrides: ``{"a.b": value}``;
+  workdir; num_examples (mock examples per split);
+  kill_at_step: when the loop asks for the batch of this step, the process
+    sends itself ``kill_signal`` (``SIGKILL`` or ``SIGTERM``): a preemption at a
+    known point, after every earlier step and checkpoint;
+  out: optional path; the final metrics are written there as JSON.
+
+A separate process because XLA flags (fake devices) must be set before JAX is
+imported and because SIGKILL ends the process. Also importable (``run``).
+"""
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_config(spec: str):
+  path, _, arg = spec.partition(":")
+  path = os.path.join(REPO, path)
+  mod_spec = importlib.util.spec_from_file_location("cfg_" + os.path.basename(path)[:-3], path)
+  mod = importlib.util.module_from_spec(mod_spec)
+  mod_spec.loader.exec_module(mod)
+  config = mod.get_config(arg or None)
+  return config
+
+
+def apply_overrides(config, overrides):
+  for dotted, value in (overrides or {}).items():
+    *parents, leaf = dotted.split(".")
+    node = config
+    for p in parents:
+      node = node[p]
+    with node.unlocked():
+      node[leaf] = value
+  return config
+
+
+def run(spec: dict):
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  from softattn import data, train  # pylint: disable=g-import-not-at-top
+  config = apply_overrides(load_config(spec["config"]), spec.get("overrides"))
+  kill_at = spec.get("kill_at_step")
+  if kill_at is not None:
+    sig = getattr(signal, spec.get("kill_signal", "SIGKILL"))
+    original = data.make_train_iter
+
+    def killing_iter(*args, start_step, **kwargs):
+      step = start_step
+      for batch in original(*args, start_step=start_step, **kwargs):
+        if step == kill_at:
+          os.kill(os.getpid(), sig)
+        yield batch
+        step += 1
+    data.make_train_iter = killing_iter
+  try:
+    with tfds.testing.mock_data(num_examples=spec.get("num_examples", 16)):
+      final = train.train_and_evaluate(config, spec["workdir"])
+  finally:
+    if kill_at is not None:
+      data.make_train_iter = original
+  if spec.get("out"):
+    with open(spec["out"], "w", encoding="utf-8") as f:
+      json.dump(final, f)
+  return final
+
+
+if __name__ == "__main__":
+  run(json.loads(sys.argv[1]))
