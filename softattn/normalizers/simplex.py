@@ -51,7 +51,10 @@ def _entmax15(s, valid):
   mean = jnp.cumsum(x_sorted, axis=-1) / k
   mean_sq = jnp.cumsum(x_sorted * x_sorted, axis=-1) / k
   delta = (1.0 - k * (mean_sq - mean * mean)) / k
-  tau = mean - jnp.sqrt(jnp.maximum(delta, 0.0))
+  # Double where: sqrt's infinite slope at 0 must not reach the gradient of
+  # candidates that are not selected (0 * inf = NaN).
+  pos = delta > 0
+  tau = mean - jnp.where(pos, jnp.sqrt(jnp.where(pos, delta, 1.0)), 0.0)
   support = (tau <= x_sorted) & (k <= n_valid)
   k_star = jnp.maximum(jnp.sum(support, axis=-1, keepdims=True), 1)
   tau_star = jnp.take_along_axis(tau, k_star - 1, axis=-1)

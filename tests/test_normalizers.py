@@ -1,0 +1,262 @@
+"""Normalizers against independent float64 references, their properties,
+gradients, numerical range and error messages."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+from softattn import normalizers as N
+from tests import reference_normalizers as R
+
+# Every registered name; prenorm is tested through the inner normalizers below.
+ALL = [n for n in N.names() if n != "prenorm"]
+LEARNABLE = {"normsoftmax_learnable": {"w": 1.7}, "ssmax": {"s_scale": 0.6}}
+# Extra parameter settings, so non-default branches are covered too.
+VARIANTS = [
+    ("normsoftmax", {"gamma": 0.5, "tau": 2.0}),
+    ("normsoftmax_inverse", {"gamma": 3.0}),
+    ("logitnorm", {"tau": 0.3}),
+    ("sigmoid", {"bias": 0.5}),
+    ("sin_max_constant", {"freq": 10.0}),
+    ("sin_softmax", {"freq": 2.0, "post_scale": 0.125}),
+    ("nap", {"g": 0.5, "b": 0.1}),
+] + [("relu_seqlen", {"alpha": a, "act": act})
+     for a, act in [(0.0, "relu"), (0.5, "gelu"), (1.0, "relu2"),
+                    (0.25, "softplus"), (0.75, "identity"), (1.0, "relu6"),
+                    (1.0, "sigmoid")]]
+PRENORMED = ["softmax", "sin2_max_shifted", "sin_softmax", "siren_max",
+             "normsoftmax", "sparsemax"]
+# Periodic normalizers are well conditioned only where g stays away from the
+# zero-sum region; their reference tests use scores of this size.
+SMALL_SCALE = {"sin_max", "cos_max", "siren_max"}
+
+
+def _params(name):
+  return dict(LEARNABLE.get(name, {}))
+
+
+def _data(seed, shape=(3, 4, 9), scale=2.0):
+  rng = np.random.default_rng(seed)
+  s = rng.normal(size=shape) * scale
+  mask = rng.random(shape) < 0.75
+  if len(shape) == 3:
+    mask[0, 0] = False        # a fully masked row
+    mask[0, 1] = False
+    mask[0, 1, 3] = True      # a single valid key
+  return s, mask
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+  with jax.enable_x64(True):
+    yield
+
+
+def _check_ref(name, ref, params, scale):
+  s, mask = _data(hash(name) % 1000, scale=scale)
+  f = N.get(name) if isinstance(name, str) else name
+  for m in (None, mask):
+    got = np.asarray(f(jnp.asarray(s), mask=m, **params))
+    want = R.apply(ref, s, m, **params)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12,
+                               err_msg=f"{name} mask={m is not None}")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_matches_reference(name):
+  scale = 0.5 if name in SMALL_SCALE else 2.0
+  _check_ref(name, R.REFS[name], _params(name), scale)
+
+
+@pytest.mark.parametrize("name,params", VARIANTS,
+                         ids=[f"{n}-{p}" for n, p in VARIANTS])
+def test_variants_match_reference(name, params):
+  _check_ref(name, R.REFS[name], params, 2.0)
+
+
+@pytest.mark.parametrize("inner", PRENORMED)
+def test_prenorm_matches_reference(inner):
+  f = N.get(f"prenorm({inner})")
+  _check_ref(f, R.prenorm(inner), {}, 3.0)
+  # The plain-function form gives the same weights.
+  s, mask = _data(1)
+  np.testing.assert_allclose(N.prenorm(jnp.asarray(s), mask=mask, inner=inner),
+                             f(jnp.asarray(s), mask=mask), rtol=1e-12)
+
+
+def test_spec_strings_bind_parameters():
+  s = jnp.asarray(_data(2)[0])
+  np.testing.assert_allclose(N.get("normsoftmax(gamma=0.5, tau=2)")(s),
+                             N.normsoftmax(s, gamma=0.5, tau=2.0))
+  np.testing.assert_allclose(N.get("relu_seqlen(alpha=0.5, act='gelu')")(s),
+                             N.relu_seqlen(s, alpha=0.5, act="gelu"))
+  # Bare words are strings; inf and sqrt_d expressions are understood.
+  assert N.get("relu_seqlen(act=gelu)").params["act"] == "gelu"
+  assert N.get("normsoftmax(gamma=inf)").params["gamma"] == math.inf
+  g = N.get("normsoftmax(gamma=sqrt_d/2)").params["gamma"]
+  assert g.resolve(64) == 4.0
+  assert N.get("prenorm(normsoftmax(tau=2))").resolve()["tau"] == 2.0
+  w = N.get("normsoftmax(gamma=2*sqrt_d)")(s, head_dim=16)
+  np.testing.assert_allclose(w, N.normsoftmax(s, gamma=8.0))
+
+
+# --- properties ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name", [n for n in ALL if N.get(n).is_distribution])
+def test_distributions_sum_to_one(name):
+  s, mask = _data(3)
+  f = N.get(name)
+  params = _params(name)
+  if f.eps_param:  # the guard eps shifts sums by ~eps / sum g: test the math
+    params[f.eps_param] = 0.0
+  w = f(jnp.asarray(s), mask=mask, **params)
+  sums = np.asarray(w.sum(-1))
+  has_key = mask.any(-1)
+  np.testing.assert_allclose(sums[has_key], 1.0, rtol=1e-5)
+  np.testing.assert_array_equal(sums[~has_key], 0.0)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_masked_keys_get_exact_zero_and_empty_rows_no_nan(name):
+  s, mask = _data(4)
+  s = np.where(mask, s, np.nan)  # masked scores must not leak, even NaN
+  f = N.get(name)
+  w = f(jnp.asarray(s), mask=mask, **_params(name))
+  assert np.all(np.asarray(w)[~mask] == 0.0)
+  assert np.all(np.isfinite(w))
+  g = jax.grad(lambda x: jnp.sum(f(x, mask=mask, **_params(name)) ** 2))(
+      jnp.asarray(np.where(mask, s, 0.0)))
+  assert np.all(np.isfinite(g))
+
+
+@pytest.mark.parametrize("name", ["softmax", "normsoftmax", "sin_softmax",
+                                  "normsoftmax_inverse"])
+def test_translation_invariance(name):
+  s, mask = _data(5)
+  f = N.get(name)
+  if name == "sin_softmax":  # invariant to shifts by 2 pi only
+    shift = 2 * math.pi * 3
+  else:
+    shift = 123.25
+  np.testing.assert_allclose(f(jnp.asarray(s + shift), mask=mask),
+                             f(jnp.asarray(s), mask=mask), atol=1e-9)
+
+
+def test_normsoftmax_lemma2_scale_invariance():
+  """x -> kx: same weights, gradients / k, while std < gamma (Jiang et al.)."""
+  s, mask = _data(6)
+  s = jnp.asarray(s)
+  k = 7.5
+  loss = lambda x: jnp.sum(jnp.sin(N.normsoftmax(x, mask=mask, eps=0.0)))
+  np.testing.assert_allclose(N.normsoftmax(k * s, mask=mask, eps=0.0),
+                             N.normsoftmax(s, mask=mask, eps=0.0), atol=1e-12)
+  has2 = mask.sum(-1) > 1  # rows with a nonzero std
+  np.testing.assert_allclose(np.asarray(jax.grad(loss)(k * s))[has2],
+                             np.asarray(jax.grad(loss)(s))[has2] / k,
+                             atol=1e-12)
+  # With gamma below the std the clipping breaks scale invariance.
+  assert not np.allclose(N.normsoftmax(k * s, gamma=0.1),
+                         N.normsoftmax(s, gamma=0.1))
+
+
+def test_normsoftmax_lemma1_gradient_mean_zero():
+  s, mask = _data(7)
+  for gamma in (math.inf, 0.5):
+    g = jax.grad(lambda x: jnp.sum(jnp.cos(3 * N.normsoftmax(
+        x, mask=mask, gamma=gamma))))(jnp.asarray(s))
+    np.testing.assert_allclose(np.asarray(g).sum(-1), 0.0, atol=1e-12)
+
+
+def test_sparse_normalizers_give_exact_zeros():
+  s = jnp.asarray([[3.0, 2.9, -4.0, -5.0, 0.0]])
+  for f in (N.sparsemax, N.entmax15):
+    w = f(s)
+    assert float(w[0, 2]) == 0.0 and float(w[0, 3]) == 0.0
+
+
+def test_relu_seqlen_counts_only_unmasked_keys():
+  s = jnp.ones((1, 6))
+  mask = jnp.asarray([[True, True, True, False, False, False]])
+  np.testing.assert_allclose(N.relu_seqlen(s, mask=mask)[0, :3], 1 / 3)
+
+
+# --- gradients ----------------------------------------------------------------
+@pytest.mark.parametrize("name", ALL)
+def test_check_grads(name):
+  # sparsemax/entmax15 are differentiable almost everywhere (not at support
+  # changes); random scores are away from those kinks with probability 1.
+  s, mask = _data(8, shape=(2, 6), scale=0.7)
+  mask[0, 0] = True
+  f = N.get(name)
+  params = _params(name)
+  check_grads(lambda x: f(x, mask=mask, **params), (jnp.asarray(s),), order=1,
+              modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["normsoftmax_learnable", "ssmax"])
+def test_learnable_parameter_gradients(name):
+  s, mask = _data(9)
+  (param, value), = LEARNABLE[name].items()
+  check_grads(lambda p: N.get(name)(jnp.asarray(s), mask=mask, **{param: p}),
+              (jnp.asarray(value),), order=1, modes=("rev",))
+
+
+# --- numerical range ------------------------------------------------------------
+@pytest.mark.parametrize("name", ALL + ["prenorm(sin2_max_shifted)"])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_finite_for_large_scores_and_bf16(name, dtype):
+  rng = np.random.default_rng(10)
+  s = jnp.asarray(rng.uniform(-1e4, 1e4, size=(4, 16)), dtype)
+  f = N.get(name)
+  params = _params(name)
+  w = f(s, **params)
+  assert w.dtype == dtype
+  assert np.all(np.isfinite(np.asarray(w, np.float32))), name
+  g = jax.grad(lambda x: jnp.sum(f(x, **params).astype(jnp.float32)))(s)
+  assert np.all(np.isfinite(np.asarray(g, np.float32))), name
+
+
+def test_sin_max_breaks_down_but_stays_finite():
+  """Spec: sin_max can sum to ~0; the guard keeps weights finite but huge."""
+  s = jnp.asarray([[math.pi / 2, -math.pi / 2 + 1e-4]], jnp.float32)
+  w = N.sin_max(s)
+  assert np.all(np.isfinite(w))
+  assert float(jnp.max(jnp.abs(w))) > 100.0  # no longer a sane distribution
+
+
+# --- bad input ------------------------------------------------------------------
+def test_unknown_name_lists_valid_names():
+  with pytest.raises(ValueError, match="unknown normalizer 'softmaxx'.*softmax"):
+    N.get("softmaxx")
+  with pytest.raises(ValueError, match="relu_seqlen"):
+    N.get("prenorm(nope)")
+
+
+def test_bad_parameters_and_specs():
+  with pytest.raises(ValueError, match="no parameter.*'gama'.*gamma"):
+    N.get("normsoftmax(gama=1)")
+  with pytest.raises(ValueError, match="needs parameter.*'w'"):
+    N.normsoftmax_learnable(jnp.ones((2, 3)))
+  with pytest.raises(ValueError, match="cannot parse"):
+    N.get("normsoftmax(gamma=")
+  with pytest.raises(ValueError, match="unknown act='tanh'.*relu"):
+    N.relu_seqlen(jnp.ones((2, 3)), act="tanh")
+  with pytest.raises(ValueError, match="prenorm needs an inner"):
+    N.get("prenorm")
+  with pytest.raises(ValueError, match="head dim"):
+    N.get("normsoftmax(gamma=sqrt_d)")(jnp.ones((2, 3)))
+  with pytest.raises(ValueError, match=r"mask shape \(4,\).*\(2, 3\)"):
+    N.softmax(jnp.ones((2, 3)), mask=jnp.ones(4, bool))
+
+
+def test_jit_and_vmap():
+  s, mask = _data(11)
+  f = N.get("normsoftmax(gamma=1.5)")
+  want = f(jnp.asarray(s), mask=mask)
+  np.testing.assert_allclose(jax.jit(lambda x, m: f(x, mask=m))(s, mask), want)
+  np.testing.assert_allclose(
+      jax.vmap(lambda x, m: f(x, mask=m))(jnp.asarray(s), mask), want)
