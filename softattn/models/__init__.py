@@ -18,6 +18,9 @@ import flax.linen as nn
 # does not pay for the others.
 _MODELS = {
     "vit": ("softattn.models.vit", "ViT"),
+    "preresnet": ("softattn.models.resnet", "PreResNet"),
+    "wrn": ("softattn.models.resnet", "WideResNet"),
+    "resnet": ("softattn.models.resnet", "ResNet"),
 }
 
 

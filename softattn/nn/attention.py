@@ -61,6 +61,52 @@ def learnable_names(normalizer: Normalizer) -> list[str]:
   return out
 
 
+def normalizer_params(module, norm, num_heads, learnable_init=None):
+  """Creates ``module``'s learnable normalizer parameters ``norm_<name>``."""
+  inits = {**{k: v[1] for k, v in LEARNABLE.items()},
+           **dict(learnable_init or {})}
+  out = {}
+  for k in learnable_names(norm):
+    shape = () if LEARNABLE[k][0] == "scalar" else (num_heads, 1, 1)
+    out[k] = module.param(f"norm_{k}", nn.initializers.constant(inits[k]),
+                          shape, jnp.float32)
+  return out
+
+
+def observe(module, q, k, norm, p, scale=None, mask=None):
+  """Sows attention weights / diagnostics of ``q [B,Lq,H,D]``, ``k [B,Lk,H,D]``
+  into ``module`` for the collections the caller made mutable.
+
+  Recomputes the dense scores (the training path may be linear or chunked);
+  everything here is under ``stop_gradient``.
+  """
+  d = q.shape[-1]
+  if scale is None:
+    scale = (norm.default_scale if norm.default_scale is not None
+             else 1.0 / math.sqrt(d))
+  s = jnp.einsum("bqhd,bkhd->bhqk", q, k,
+                 preferred_element_type=jnp.float32) * scale
+  s = jax.lax.stop_gradient(s)
+  if mask is not None:
+    mask = jnp.asarray(mask, bool)
+    mask = jnp.broadcast_to(mask.reshape((1,) * (4 - mask.ndim) + mask.shape),
+                            s.shape)
+  resolved = norm.resolve(p, head_dim=d)
+  w = norm(s, mask=mask, **resolved)
+  if module.is_mutable_collection("attention_weights"):
+    module.sow("attention_weights", "weights", w)
+  if module.is_mutable_collection("diagnostics"):
+    sow_diagnostics(module, s, w, norm, resolved, mask)
+
+
+def wants_observation(module) -> bool:
+  """True when the caller asked for diagnostics or weights (never at init:
+  init makes every collection mutable and would return them as variables)."""
+  return not module.is_initializing() and (
+      module.is_mutable_collection("diagnostics")
+      or module.is_mutable_collection("attention_weights"))
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention ``softmax(QK^T/sqrt(d))V`` with softmax replaceable.
 
@@ -116,16 +162,6 @@ class MultiHeadAttention(nn.Module):
   dtype: Any = None
   param_dtype: Any = jnp.float32
 
-  def _normalizer_params(self, norm):
-    inits = {**{k: v[1] for k, v in LEARNABLE.items()},
-             **dict(self.learnable_init or {})}
-    out = {}
-    for k in learnable_names(norm):
-      shape = () if LEARNABLE[k][0] == "scalar" else (self.num_heads, 1, 1)
-      out[k] = self.param(f"norm_{k}", nn.initializers.constant(inits[k]),
-                          shape, jnp.float32)
-    return out
-
   @nn.compact
   def __call__(self, inputs_q, inputs_kv=None, *, mask=None):
     """Attends from ``inputs_q [B, Lq, D]`` to ``inputs_kv [B, Lk, D]``.
@@ -154,17 +190,13 @@ class MultiHeadAttention(nn.Module):
                        param_dtype=self.param_dtype, name="query_ln")(q)
       k = nn.LayerNorm(use_bias=False, dtype=self.dtype,
                        param_dtype=self.param_dtype, name="key_ln")(k)
-    p = self._normalizer_params(norm)
+    p = normalizer_params(self, norm, self.num_heads, self.learnable_init)
     x = dot_product_attention(
         q, k, v, normalizer=norm, normalizer_params=p, mask=mask,
         scale=self.scale, implementation=self.implementation,
         chunk_size=self.chunk_size)
-    # Not at init: init makes every collection mutable, and the observations
-    # would end up in the returned variables.
-    if not self.is_initializing() and (
-        self.is_mutable_collection("diagnostics")
-        or self.is_mutable_collection("attention_weights")):
-      self._observe(q, k, norm, p, mask)
+    if wants_observation(self):
+      observe(self, q, k, norm, p, self.scale, mask)
     if self.gated:
       if self.gate_activation not in GATE_ACTIVATIONS:
         raise ValueError(f"unknown gate_activation {self.gate_activation!r}; "
@@ -175,24 +207,3 @@ class MultiHeadAttention(nn.Module):
         features=features, axis=(-2, -1), use_bias=self.use_bias,
         kernel_init=self.kernel_init, bias_init=self.bias_init,
         dtype=self.dtype, param_dtype=self.param_dtype, name="out")(x)
-
-  def _observe(self, q, k, norm, p, mask):
-    d = q.shape[-1]
-    scale = self.scale
-    if scale is None:
-      scale = (norm.default_scale if norm.default_scale is not None
-               else 1.0 / math.sqrt(d))
-    s = jnp.einsum("bqhd,bkhd->bhqk", q, k,
-                   preferred_element_type=jnp.float32) * scale
-    s = jax.lax.stop_gradient(s)
-    shape = s.shape
-    if mask is not None:
-      mask = jnp.asarray(mask, bool)
-      mask = jnp.broadcast_to(mask.reshape((1,) * (4 - mask.ndim) + mask.shape),
-                              shape)
-    resolved = norm.resolve(p, head_dim=d)
-    w = norm(s, mask=mask, **resolved)
-    if self.is_mutable_collection("attention_weights"):
-      self.sow("attention_weights", "weights", w)
-    if self.is_mutable_collection("diagnostics"):
-      sow_diagnostics(self, s, w, norm, resolved, mask)
