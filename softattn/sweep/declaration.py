@@ -106,6 +106,20 @@ def _load_module(path: str):
   return module
 
 
+def config_from_file(path: str, arg: str | None = None, *,
+                     relative_to: str | None = None
+                     ) -> ml_collections.ConfigDict:
+  """``get_config(arg)`` of another config file: a sweep's base config.
+
+  ``relative_to`` (a sweep config's ``__file__``) makes ``path`` relative to
+  that file's directory, so sweep configs work from any working directory and
+  need ``configs/`` to be no package.
+  """
+  if relative_to is not None:
+    path = os.path.join(os.path.dirname(os.path.abspath(relative_to)), path)
+  return _call(_load_module(path).get_config, arg)
+
+
 def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
   """Loads and checks a sweep config ``"path.py[:arg]"``.
 

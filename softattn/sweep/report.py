@@ -73,6 +73,14 @@ def final_metric(run_dir: str, status: dict | None, metric: str
   return hit[1], None
 
 
+def _num_params(run_dir: str) -> int | None:
+  """The model's parameter count, from the loop's ``info`` record."""
+  for record in rundir.read_metrics(run_dir):
+    if record.get("split") == "info" and "num_params" in record:
+      return record["num_params"]
+  return None
+
+
 def _short_names(fields: Sequence[str]) -> dict[str, str]:
   last = [f.rsplit(".", 1)[-1] for f in fields]
   return {f: (s if last.count(s) == 1 else f) for f, s in zip(fields, last)}
@@ -112,6 +120,7 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
     row["reason"] = state.reason or ""
     steps = status.get("step")
     fps = status.get("flops_per_step")
+    row["params"] = _num_params(run_dir)
     row["steps"] = steps
     row["flops_per_step"] = fps
     row["train_flops"] = (fps * steps if rundir.is_finite_number(fps)
@@ -166,7 +175,7 @@ def _fmt(value: Any) -> str:
 
 
 def _columns(fields: Sequence[str], metric: str) -> list[str]:
-  return ["run", *fields, "state", "steps", "flops_per_step", "train_flops",
+  return ["run", *fields, "state", "params", "steps", "flops_per_step", "train_flops",
           "core_seconds", metric, "error", "reason"]
 
 
@@ -189,7 +198,8 @@ def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
            "| " + " | ".join(header) + " |",
            "|" + "---|" * len(header)]
   for row in rows:
-    cells = [_fmt(row.get(c)).replace("|", "\\|") for c in columns]
+    cells = [_fmt(row.get(c)).replace("|", "\\|").replace("<", "&lt;")
+             for c in columns]
     lines.append("| " + " | ".join(cells) + " |")
   counts = {}
   for row in rows:
@@ -206,8 +216,8 @@ def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
   for group, res in fits.items():
     f = res["fit"]
     if f is None:
-      lines.append(f"| {group} | {res['n']} |  |  |  |  |  |  | "
-                   f"{res['reason']} |")
+      reason = res["reason"].replace("|", "\\|").replace("<", "&lt;")
+      lines.append(f"| {group} | {res['n']} |  |  |  |  |  |  | {reason} |")
       continue
     lines.append(
         f"| {group} | {f.n} | {f.a:.4g} ± {f.a_std:.2g} | "
