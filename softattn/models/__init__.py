@@ -21,6 +21,9 @@ _MODELS = {
     "preresnet": ("softattn.models.resnet", "PreResNet"),
     "wrn": ("softattn.models.resnet", "WideResNet"),
     "resnet": ("softattn.models.resnet", "ResNet"),
+    "levit_demo": ("softattn.models.levit_demo", "LeViTDemo"),
+    "elementwise": ("softattn.models.elementwise", "ElementWiseNet"),
+    "vgg_control": ("softattn.models.elementwise", "VGGControl"),
 }
 
 
