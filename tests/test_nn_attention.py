@@ -87,6 +87,16 @@ def test_diagnostics_only_when_mutable():
   assert 0 < float(d["attn_entropy"][0]) <= np.log(6) + 1e-5
 
 
+@pytest.mark.parametrize("spec", ["relu_seqlen", "relu_seqlen(act=gelu)",
+                                  "normsoftmax_learnable", "prenorm(nap)"])
+def test_diagnostics_with_string_and_learnable_params(spec):
+  m = MultiHeadAttention(num_heads=2, normalizer=spec)
+  v = m.init(jax.random.key(0), X)
+  _, st = jax.jit(lambda v: m.apply(v, X, mutable=["diagnostics"]))(v)
+  assert all(bool(jnp.isfinite(t[0])) for t in
+             jax.tree.leaves(st, is_leaf=lambda t: isinstance(t, tuple)))
+
+
 def test_diagnostic_values_on_known_scores():
   s = jnp.asarray(np.random.RandomState(1).randn(2, 3, 4, 5) * 2, jnp.float32)
   mask = jnp.array([True, True, True, True, False])

@@ -73,7 +73,9 @@ def attention_diagnostics(scores, weights, normalizer, params, mask=None):
   """
   scores = jax.lax.stop_gradient(scores.astype(jnp.float32))
   weights = jax.lax.stop_gradient(weights.astype(jnp.float32))
-  params = jax.tree.map(jax.lax.stop_gradient, dict(params))
+  # Parameters may be strings (act='relu') or floats as well as arrays.
+  params = {k: jax.lax.stop_gradient(v) if isinstance(v, jax.Array) else v
+            for k, v in dict(params).items()}
   valid = (jnp.ones(scores.shape, bool) if mask is None
            else jnp.broadcast_to(jnp.asarray(mask, bool), scores.shape))
   n = jnp.sum(valid, axis=-1, keepdims=True).astype(jnp.float32)
