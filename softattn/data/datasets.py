@@ -41,7 +41,7 @@ KNOWN = {
         "image-net.org) in <manual_dir> and run `tfds build imagenet2012 "
         "--data_dir <dir> --manual_dir <manual_dir>`"),
     "imagenet21k": KnownDataset(
-        "full[102400:]", "full[:102400]",
+        "full[51200:]", "full[:51200]",  # big_vision's held-out split
         "TFDS has no imagenet21k builder: prepare ImageNet-21k (fall11, 21843 "
         "classes) as a TFDS dataset with features image/label in "
         "<dir>/imagenet21k/<version>/ (see notes/data.md)"),

@@ -1,8 +1,9 @@
 """tf.data input pipelines that yield global, sharded ``jax.Array`` batches.
 
 Train (``make_train_iter``): each process reads its own slice of the split
-(``tfds.even_splits`` by ``jax.process_index()``), so processes never share an
-example. The process-local stream is an endless sequence of epochs; epoch
+(``tfds.even_splits`` by ``jax.process_index()``, all examples kept: slices may
+differ by one, which only shifts that process's epoch boundaries, since every
+process's stream is endless), so processes never share an example. The process-local stream is an endless sequence of epochs; epoch
 ``e`` is the slice shuffled with a seed derived from ``(seed, e)`` (a full
 permutation when the shuffle buffer covers the slice, a buffered shuffle
 otherwise), and batches run on across epoch boundaries like ``repeat()``.
@@ -172,7 +173,7 @@ def train_dataset(data_config, *, local_batch_size: int, seed: int,
   Exposed for tests and benchmarks; ``make_train_iter`` adds the device side.
   """
   train_split, _ = _splits(data_config)
-  raw, builder = _raw(data_config, _process_split(train_split, True))
+  raw, builder = _raw(data_config, _process_split(train_split, False))
   n = _count(raw)
   if n == 0:
     raise ValueError(f"train split {train_split!r} of "
