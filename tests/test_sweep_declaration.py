@@ -182,3 +182,21 @@ def test_launch_uses_repo_relative_config_paths():
   here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   assert launch.repo_relative(os.path.join(here, "configs", "x.py")) == \
       os.path.join("configs", "x.py")
+
+
+@pytest.mark.parametrize("spec,runs", [
+    ("configs/sweeps/smoke.py", 4),
+    ("configs/sweeps/scaling_fmnist.py", 15),
+    ("configs/sweeps/scaling_fmnist.py:seeds=2,steps=10", 30),
+])
+def test_committed_sweep_configs_are_valid(spec, runs, monkeypatch):
+  here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  monkeypatch.chdir(here)
+  sweep = declaration.load(spec)
+  assert len(sweep.runs) == runs
+  for run in sweep.runs:
+    for field, value in run.overrides.items():
+      node = run.config
+      for key in field.split("."):
+        node = node[key]
+      assert node == value
