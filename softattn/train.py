@@ -117,18 +117,8 @@ def _one_line(e: BaseException) -> str:
   return msg[0] if msg else type(e).__name__
 
 
-def resolve_config(config, *, num_devices: int | None = None
-                   ) -> tuple[ml_collections.ConfigDict, dict]:
-  """Checks ``config`` and fills derived fields; returns ``(config, dataset_info)``.
-
-  Runs before any compilation. Raises ``ConfigError`` (one line, naming the
-  fix) for unknown keys, unknown loss/optimizer/schedule/normalizer/model/
-  sharding names, a batch size the ``data`` axis does not divide, and a
-  dataset that cannot be found.
-  """
-  from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
-  from softattn import normalizers  # pylint: disable=g-import-not-at-top
-  cfg = default_config()
+def check_keys(config) -> ml_collections.ConfigDict:
+  """Rejects unknown top-level keys and unknown optimizer/schedule/loss/eval keys."""
   given = ml_collections.ConfigDict(config) if not isinstance(
       config, ml_collections.ConfigDict) else config
   unknown = sorted(set(given.keys()) - KNOWN_KEYS)
@@ -141,6 +131,22 @@ def resolve_config(config, *, num_devices: int | None = None
       if bad:
         raise ConfigError(f"Unknown key(s) {bad} in config.{sec}; valid keys "
                           f"are {sorted(keys)}.")
+  return given
+
+
+def resolve_config(config, *, num_devices: int | None = None
+                   ) -> tuple[ml_collections.ConfigDict, dict]:
+  """Checks ``config`` and fills derived fields; returns ``(config, dataset_info)``.
+
+  Runs before any compilation. Raises ``ConfigError`` (one line, naming the
+  fix) for unknown keys, unknown loss/optimizer/schedule/normalizer/model/
+  sharding names, a batch size the ``data`` axis does not divide, and a
+  dataset that cannot be found.
+  """
+  from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
+  from softattn import normalizers  # pylint: disable=g-import-not-at-top
+  cfg = default_config()
+  given = check_keys(config)
   with cfg.unlocked():
     for k in given.keys():
       v = given[k]
@@ -591,6 +597,7 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
       say(f"Already trained to step {start} >= total_steps {total}; evaluating.")
       final.update(_evaluate_all(cfg, steps, state, mesh, writer, start, say))
     pending = None  # (step, metrics) of the previous step, checked one step late
+    train_exe = None
     step = start
     t_last, step_last = time.time(), start
 
@@ -609,10 +616,13 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
       diag = None
       if is_log and cfg.diagnostics:
         diag = steps.diagnostics(state, batch)
-      if step == start and status.data.get("flops_per_step") is None:
-        status.data["flops_per_step"] = _flops(
-            steps.train.lower(state, batch).compile())
-      state, m = steps.train(state, batch)
+      if train_exe is None:
+        # Compile once, explicitly: the executable gives XLA's FLOP count
+        # and then runs every step (calling the jit too would compile twice).
+        train_exe = steps.train.lower(state, batch).compile()
+        if status.data.get("flops_per_step") is None:
+          status.data["flops_per_step"] = _flops(train_exe)
+      state, m = train_exe(state, batch)
       step += 1
       # Check the previous step while this one runs (keeps dispatch async).
       if pending is not None:

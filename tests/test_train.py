@@ -57,77 +57,106 @@ def _subprocess(spec, env_extra=None, check=True):
   return proc
 
 
-def test_end_to_end_train_eval_checkpoint(tmp_path):
-  wd = tmp_path / "run"
-  final = train_runner.run(_spec(wd, overrides={
-      "total_steps": 4, "log_every": 2, "eval_every": 4, "checkpoint_every": 2},
-      num_examples=20))
+# One uninterrupted reference run serves the end-to-end checks and both
+# resume comparisons (params do not depend on log/eval/checkpoint cadence).
+RESUME = {"total_steps": 6, "checkpoint_every": 2, "log_every": 3,
+          "eval_every": 6}
+
+
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory):
+  """A persistent XLA cache shared by the runs (and subprocesses) of this module."""
+  d = str(tmp_path_factory.mktemp("xla_cache"))
+  old = (jax.config.jax_compilation_cache_dir,
+         jax.config.jax_persistent_cache_min_compile_time_secs)
+  jax.config.update("jax_compilation_cache_dir", d)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  yield d
+  jax.config.update("jax_compilation_cache_dir", old[0])
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, compile_cache):
+  del compile_cache
+  wd = tmp_path_factory.mktemp("straight")
+  final = train_runner.run(_spec(wd, overrides=RESUME, num_examples=20))
+  return wd, final
+
+
+def test_end_to_end_train_eval_checkpoint(straight):
+  wd, final = straight
   # 20 eval examples in batches of 8: the padded last batch counts 4, not 8.
   assert final["eval_num_examples"] == 20.0
   assert 0.0 <= final["eval_accuracy"] <= 1.0 and np.isfinite(final["eval_loss"])
   status = json.load(open(wd / "status.json"))
-  assert status["status"] == "done" and status["step"] == 4
+  assert status["status"] == "done" and status["step"] == 6
   assert status["flops_per_step"] > 0 and status["core_seconds"] > 0
   assert status["final"]["eval_accuracy"] == final["eval_accuracy"]
   assert json.load(open(wd / "config.json"))["model"]["num_classes"] == 10
   assert any(f.startswith("events.out.tfevents") for f in os.listdir(wd))
-  assert sorted(int(s) for s in os.listdir(wd / "checkpoints")) == [2, 4]
+  # keep_checkpoints=2 in the quickstart config: step 2 was rotated out.
+  assert sorted(int(s) for s in os.listdir(wd / "checkpoints")) == [4, 6]
 
   recs = metrics.read_jsonl(str(wd / "metrics.jsonl"))
   assert all("step" in r and r["split"] in ("train", "eval", "info") for r in recs)
   train_recs = [r for r in recs if r["split"] == "train" and "loss" in r]
-  assert [r["step"] for r in train_recs] == [2, 4]
+  assert [r["step"] for r in train_recs] == [3, 6]
   diag = train_recs[-1]
   for key in ("score_std", "attn_entropy", "grad_saturation"):
     vals = [v for k, v in diag.items() if k.startswith("diag/") and k.endswith(key)]
     assert vals and all(np.isfinite(v) for v in vals), key
   assert any(k.startswith("grad_norm/") for k in diag)
   assert any(k.startswith("param_norm/") for k in diag)
-  assert [r["step"] for r in recs if r["split"] == "eval"] == [4]
+  assert [r["step"] for r in recs if r["split"] == "eval"] == [6]
   assert any(r["split"] == "info" and r.get("num_params", 0) > 0 for r in recs)
 
-  # Rerunning a finished run resumes at the end and only re-evaluates.
-  again = train_runner.run(_spec(wd, overrides={
-      "total_steps": 4, "log_every": 2, "eval_every": 4, "checkpoint_every": 2}))
+
+def test_rerun_of_a_finished_run_only_reevaluates(straight, tmp_path):
+  wd, final = straight
+  import shutil  # pylint: disable=g-import-not-at-top
+  copy = tmp_path / "copy"
+  shutil.copytree(wd, copy)
+  again = train_runner.run(_spec(copy, overrides=RESUME))
   assert again["eval_accuracy"] == final["eval_accuracy"]
+  steps = [r["step"] for r in metrics.read_jsonl(str(copy / "metrics.jsonl"), "train")]
+  assert max(steps) == 6 and steps.count(6) == 1  # no step was trained again
 
 
-def test_sigterm_saves_and_resume_is_bitwise_identical(tmp_path):
-  over = {"total_steps": 6, "checkpoint_every": 100, "log_every": 3,
-          "eval_every": 0}
-  train_runner.run(_spec(tmp_path / "straight", overrides=over))
+def test_sigterm_saves_and_resume_is_bitwise_identical(straight, tmp_path):
   # SIGTERM while fetching step 2's batch: step 2 still runs, then it saves
   # step 3 (not a multiple of checkpoint_every) and returns.
-  train_runner.run(_spec(tmp_path / "preempted", overrides=over, kill_at_step=2,
+  train_runner.run(_spec(tmp_path, overrides=RESUME, kill_at_step=2,
                          kill_signal="SIGTERM"))
-  status = json.load(open(tmp_path / "preempted" / "status.json"))
+  status = json.load(open(tmp_path / "status.json"))
   assert status["status"] == "running" and "SIGTERM" in status["reason"]
-  assert sorted(os.listdir(tmp_path / "preempted" / "checkpoints")) == ["3"]
-  train_runner.run(_spec(tmp_path / "preempted", overrides=over))
-  s1, p1 = _final_params(tmp_path / "straight")
-  s2, p2 = _final_params(tmp_path / "preempted")
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
+  train_runner.run(_spec(tmp_path, overrides=RESUME))
+  s1, p1 = _final_params(straight[0])
+  s2, p2 = _final_params(tmp_path)
   assert s1 == s2 == 6
   _assert_bitwise_equal(p1, p2)
 
 
-def test_sigkill_mid_run_then_resume_is_bitwise_identical(tmp_path):
-  over = {"total_steps": 6, "checkpoint_every": 2, "log_every": 3,
-          "eval_every": 0}
-  killed = _subprocess(_spec(tmp_path / "killed", overrides=over,
-                             kill_at_step=3), check=False)
+def test_sigkill_mid_run_then_resume_is_bitwise_identical(straight, tmp_path,
+                                                          compile_cache):
+  killed = _subprocess(_spec(tmp_path, overrides=RESUME, kill_at_step=3),
+                       env_extra={"JAX_COMPILATION_CACHE_DIR": compile_cache},
+                       check=False)
   assert killed.returncode == -9, killed.stderr[-2000:]
-  assert sorted(os.listdir(tmp_path / "killed" / "checkpoints")) == ["2"]
-  status = json.load(open(tmp_path / "killed" / "status.json"))
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2"]
+  status = json.load(open(tmp_path / "status.json"))
   assert status["status"] == "running"
-  train_runner.run(_spec(tmp_path / "killed", overrides=over))
-  train_runner.run(_spec(tmp_path / "straight", overrides=over))
-  s1, p1 = _final_params(tmp_path / "straight")
-  s2, p2 = _final_params(tmp_path / "killed")
+  train_runner.run(_spec(tmp_path, overrides=RESUME))
+  s1, p1 = _final_params(straight[0])
+  s2, p2 = _final_params(tmp_path)
   assert s1 == s2 == 6
   _assert_bitwise_equal(p1, p2)
 
 
-def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path):
+def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path,
+                                                                  compile_cache):
+  del compile_cache
   wd = tmp_path / "nan"
   # lr 0 at step 0 (warmup from 0), so the checkpoint after step 1 is sane;
   # then sin_max with an absurd lr overflows.
@@ -148,7 +177,7 @@ def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path):
   assert all(np.all(np.isfinite(p)) for p in jax.tree.leaves(params))
 
 
-def test_multi_device_mesh_matches_single_device(tmp_path):
+def test_multi_device_mesh_matches_single_device(tmp_path, compile_cache):
   common = {"total_steps": 3, "log_every": 1, "eval_every": 3,
             "checkpoint_every": 3, "batch_size": 8}
   code = f"""
@@ -169,7 +198,7 @@ for name, mesh, rules in [("one", {{"data": 1, "model": 1}}, [[".*", "replicate"
 print("RESULT" + json.dumps(out))
 """
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             TF_CPP_MIN_LOG_LEVEL="2")
+             TF_CPP_MIN_LOG_LEVEL="2", JAX_COMPILATION_CACHE_DIR=compile_cache)
   proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-4000:]

@@ -1,0 +1,44 @@
+"""Every config in configs/ builds, and its runlocal form trains and evaluates."""
+
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from softattn import models, normalizers, train
+
+sys.path.insert(0, os.path.dirname(__file__))
+import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+CONFIGS = sorted(os.path.relpath(p, train_runner.REPO) for p in glob.glob(
+    os.path.join(train_runner.REPO, "configs", "*.py")))
+
+
+def test_the_expected_configs_exist():
+  names = {os.path.basename(c) for c in CONFIGS}
+  assert {"quickstart.py", "cifar10_vit.py", "imagenet_resnet50.py",
+          "i21k_vit.py"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_full_config_is_consistent(path):
+  config = train_runner.load_config(path)
+  train.check_keys(config)
+  assert config.model_name in models.names()
+  if config.model.get("normalizer", None):
+    normalizers.get(config.model.normalizer)
+  models.build_model(config.model_name, **dict(config.model, num_classes=10))
+  assert config.total_steps or config.num_epochs
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_runlocal_trains_a_step_and_evaluates(tmp_path, path):
+  final = train_runner.run(dict(
+      config=f"{path}:runlocal", workdir=str(tmp_path),
+      overrides={"checkpoint_async": False, "verbose": False}, num_examples=8))
+  assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
+  status = json.load(open(tmp_path / "status.json"))
+  assert status["status"] == "done" and status["step"] >= 1
