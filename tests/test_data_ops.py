@@ -210,3 +210,22 @@ def test_switch_picks_both_modes():
   with pytest.raises(ValueError, match=">= 0"):
     mix.mixup_cutmix(jax.random.key(0), images, labels, mixup_alpha=-1.0,
                      cutmix_alpha=0.0)
+
+
+def test_i1k_in_i21k_table():
+  import os  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  from softattn.data import i1k_in_i21k  # pylint: disable=g-import-not-at-top
+  path = os.path.join(os.path.dirname(tfds.__file__), "datasets",
+                      "imagenet2012", "labels.txt")
+  with open(path) as f:
+    wnids = [l.strip() for l in f if l.strip()]
+  table = i1k_in_i21k.i1k_indices()
+  assert table.shape == (1000,) and table.dtype == np.int32
+  missing = [wnids[k] for k in np.nonzero(table == i1k_in_i21k.MISSING)[0]]
+  assert tuple(missing) == i1k_in_i21k.MISSING_WNIDS
+  present = table[table != i1k_in_i21k.MISSING]
+  # Both wnid lists are sorted and i1k (but one) is a subset: indices increase.
+  assert wnids == sorted(wnids)
+  assert np.all(np.diff(present) > 0)
+  assert present.min() >= 0 and present.max() < i1k_in_i21k.I21K_NUM_CLASSES
