@@ -3,6 +3,7 @@
 Needs ``apt-get install -y dataset-fashion-mnist`` (CI installs it).
 """
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -18,13 +19,21 @@ from softattn.data import __main__ as cli
 from softattn.data import pipeline, prepare
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def data_dir(tmp_path_factory):
+  """Prepares once per test session, also under pytest-xdist (file lock)."""
   assert os.path.isdir(prepare.DEBIAN_DIR), (
       "install the Fashion-MNIST files: apt-get install -y dataset-fashion-mnist")
-  root = str(tmp_path_factory.mktemp("tfds"))
-  assert cli.main(["prepare", "fashion_mnist", "--data_dir", root]) == 0
-  return root
+  base = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    base = base.parent  # shared by the workers of this session only
+  root = base / "fashion_mnist_tfds"
+  with open(base / "fashion_mnist_tfds.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not (base / "fashion_mnist_tfds.done").exists():
+      assert cli.main(["prepare", "fashion_mnist", "--data_dir", str(root)]) == 0
+      (base / "fashion_mnist_tfds.done").touch()
+  return str(root)
 
 
 def test_prepared_dataset_is_the_real_one(data_dir):
