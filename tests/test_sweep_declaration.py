@@ -103,6 +103,7 @@ def test_load_resolves_each_run_and_builds_its_command(tmp_path):
     ('[{"seed": [1, 2]}]', [], "has type list"),
     ('[{"seed": 1}]', ["totl_steps=3"], "'totl_steps' is not among"),
     ('[{"seed": 1}]', ["total_steps=ten"], "not a int"),
+    ('[{"seed": 1}]', ["seed=2"], "already varies"),
     ('[{"seed": 1}, {"seed": 1}]', [], "identical runs"),
     ('[]', [], "empty"),
 ])

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -29,12 +30,17 @@ def _train_steps(run_dir):
 
 
 @pytest.mark.slow
-def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path):
+def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path, capsys,
+                                                          monkeypatch):
   workdir = str(tmp_path / "sweep")
   cmd = [sys.executable, "-m", "softattn.sweep", "run",
          "configs/sweeps/smoke.py", "--mock_data", "--workdir", workdir,
          "--parallel", "2"]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", SOFTATTN_MOCK_EXAMPLES="32",
+             # The resumed run and the FLOP count's second compile of the
+             # train step reuse executables instead of compiling again.
+             JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
              # The first run waits at step 3 (after checkpoint 2) for a signal.
              SOFTATTN_MOCK_PAUSE=f"{PAUSED}:3")
   log_path = os.path.join(workdir, PAUSED, "sweep.log")
@@ -70,11 +76,11 @@ def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path):
   assert "Resumed from checkpoint step 4" in open(log_path).read()
   assert _train_steps(os.path.join(workdir, PAUSED)) == [1, 2, 3, 4, 5, 6]
 
-  # A third pass finds nothing to do.
-  again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=120)
-  assert again.returncode == 0
-  assert all(f"skip {r}: done" in again.stdout for r in RUNS), again.stdout
+  # A third pass finds nothing to do (in-process: it starts no run).
+  monkeypatch.chdir(REPO)
+  assert cli.main(cmd[3:]) == 0
+  again = capsys.readouterr().out
+  assert all(f"skip {r}: done" in again for r in RUNS), again
 
   assert cli.main(["report", workdir]) == 0
   with open(os.path.join(workdir, "results.csv")) as f:
@@ -95,3 +101,29 @@ def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path):
   assert fits["softmax"]["fit"] is None and "at least 4" in \
       fits["softmax"]["reason"]  # two sizes cannot pin three parameters
   assert os.path.getsize(os.path.join(workdir, "scaling.png")) > 1000
+
+
+def test_training_loop_config_errors_stop_the_sweep_before_it_starts(
+    tmp_path, capsys, monkeypatch):
+  monkeypatch.chdir(REPO)
+  spec = tmp_path / "typo.py"
+  # model.normalizer exists (the field check passes), but one value is a typo
+  # that only the training loop's own checks know about.
+  spec.write_text(textwrap.dedent(f"""
+      from softattn.sweep import declaration, grid
+
+      def get_config(arg=None):
+        return declaration.config_from_file(
+            {os.path.join(REPO, "configs/sweeps/smoke.py")!r})
+
+      def get_sweep(arg=None):
+        return grid.sweep("model.normalizer", ["softmax", "relu_seqlenn"])
+      """))
+  workdir = tmp_path / "sweep"
+  assert cli.main(["run", str(spec), "--mock_data", "--workdir",
+                   str(workdir)]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: run normalizer-relu_seqlenn: "
+                        "config.model.normalizer='relu_seqlenn'"), err
+  assert "valid names" in err
+  assert not workdir.exists()

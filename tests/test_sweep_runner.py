@@ -79,7 +79,7 @@ def _attempts(workdir, name):
 def test_runs_in_parallel_records_failures_and_skips_finished(tmp_path, capsys):
   spec, launcher, workdir = _setup(tmp_path)
   argv = ["run", f"{spec}:ok,crash,nan", "--workdir", workdir, "--parallel",
-          "3", "--launcher", launcher]
+          "3", "--launcher", launcher, "--skip_checks"]
   assert cli.main(argv) == 1  # some runs failed
   out = capsys.readouterr().out
   assert "done behavior-ok__seed-0" in out
@@ -112,7 +112,7 @@ def test_runs_in_parallel_records_failures_and_skips_finished(tmp_path, capsys):
 def test_interrupted_sweep_resumes_the_stopped_run(tmp_path):
   spec, launcher, workdir = _setup(tmp_path)
   cmd = [sys.executable, "-m", "softattn.sweep", "run", f"{spec}:ok,hang",
-         "--workdir", workdir, "--launcher", launcher]
+         "--workdir", workdir, "--launcher", launcher, "--skip_checks"]
   proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
   status_path = os.path.join(workdir, "behavior-hang__seed-0", "status.json")
@@ -144,7 +144,7 @@ def test_interrupted_sweep_resumes_the_stopped_run(tmp_path):
 def test_dry_run_prints_states_and_commands(tmp_path, capsys):
   spec, launcher, workdir = _setup(tmp_path)
   assert cli.main(["run", f"{spec}:ok", "--workdir", workdir, "--dry_run",
-                   "--launcher", launcher]) == 0
+                   "--launcher", launcher, "--skip_checks"]) == 0
   out = capsys.readouterr().out.splitlines()
   assert out[0] == "# seed-0: not started"  # behavior is the same in all
   assert out[1].endswith(f"--workdir={workdir}/seed-0 "

@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="train on tfds.testing.mock_data (smoke tests)")
   run.add_argument("--launcher", default=None,
                    help="command prefix instead of 'python -m softattn.main'")
+  run.add_argument("--skip_checks", action="store_true",
+                   help="do not run the training loop's config checks on "
+                        "every run before starting (needed when a custom "
+                        "--launcher trains something else)")
 
   launch = sub.add_parser("launch", help="print TPU-VM launch commands")
   _add_sweep_args(launch)
@@ -85,6 +89,8 @@ def _run(args) -> int:
     launcher = [sys.executable, "-m", "softattn.sweep.mock_main"]
   else:
     launcher = runner.default_launcher()
+  if not args.skip_checks:
+    runner.preflight(sweep, mock_data=args.mock_data)
   if args.dry_run:
     for r in sweep.runs:
       state = rundir.run_state(os.path.join(args.workdir, r.name))

@@ -154,6 +154,11 @@ def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
   if not overrides:
     raise SweepError(f"{path}: the sweep is empty.")
   extra_overrides = parse_assignments(extra, base)
+  swept = sorted({f for o in overrides for f in o} & set(extra_overrides))
+  if swept:
+    # The run names would then describe values the runs do not use.
+    raise SweepError(f"--set {', '.join(swept)}: the sweep already varies "
+                     "this field; change the sweep config instead.")
   try:
     names = grid.run_names(overrides)
   except ValueError as e:

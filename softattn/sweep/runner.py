@@ -17,6 +17,7 @@ resumes them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -31,6 +32,31 @@ from softattn.sweep import rundir
 
 def default_launcher() -> list[str]:
   return [sys.executable, "-m", "softattn.main"]
+
+
+def preflight(sweep: declaration.Sweep, *, mock_data: bool = False) -> None:
+  """Runs the training loop's own config checks on every run, here and now.
+
+  ``softattn.train.resolve_config`` rejects unknown normalizer/optimizer/loss
+  names, batches the device mesh does not divide and datasets that are not
+  prepared. Checking all runs before starting any turns a typo in the tenth
+  run into an immediate error instead of a failure an hour in. (``launch``
+  does not call this: the TPU VM's devices and data are not this machine's.)
+
+  Raises:
+    declaration.SweepError: naming the first bad run and the loop's message.
+  """
+  from softattn import train  # pylint: disable=g-import-not-at-top
+  context = contextlib.nullcontext()
+  if mock_data:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    context = tfds.testing.mock_data(num_examples=1)
+  with context:
+    for run in sweep.runs:
+      try:
+        train.resolve_config(run.config.copy_and_resolve_references())
+      except train.ConfigError as e:
+        raise declaration.SweepError(f"run {run.name}: {e}") from None
 
 
 def write_manifest(sweep: declaration.Sweep, workdir: str,
