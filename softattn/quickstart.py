@@ -97,7 +97,7 @@ def plot_curves(runs: dict[str, str], path: str) -> None:
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--workdir", default="/tmp/softattn_quickstart")
-  p.add_argument("--steps", type=int, default=600)
+  p.add_argument("--steps", type=int, default=300)
   p.add_argument("--normalizers", default=";".join(DEFAULT_NORMALIZERS),
                  help="';'-separated normalizer specs")
   p.add_argument("--data_dir", default=None)

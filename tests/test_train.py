@@ -80,7 +80,13 @@ def compile_cache(tmp_path_factory):
 def straight(tmp_path_factory, compile_cache):
   del compile_cache
   wd = tmp_path_factory.mktemp("straight")
-  final = train_runner.run(_spec(wd, overrides=RESUME, num_examples=20))
+  fewshot = {"datasets": {"fmnist": dict(
+      name="fashion_mnist", data_dir=None, train_split="train",
+      eval_split="test", pp_train="value_range(-1, 1)",
+      pp_eval="value_range(-1, 1)", shuffle_buffer=1, cache=False)},
+             "shots": [1, 2], "seeds": 2, "l2_reg": 1.0, "batch_size": 8}
+  final = train_runner.run(_spec(wd, overrides=dict(RESUME, fewshot=fewshot),
+                                 num_examples=20))
   return wd, final
 
 
@@ -110,6 +116,16 @@ def test_end_to_end_train_eval_checkpoint(straight):
   assert any(k.startswith("param_norm/") for k in diag)
   assert [r["step"] for r in recs if r["split"] == "eval"] == [6]
   assert any(r["split"] == "info" and r.get("num_params", 0) > 0 for r in recs)
+  # Few-shot linear probe on the pre-logits ran at the end.
+  for k in (1, 2):
+    assert 0.0 <= final[f"eval_fewshot_fmnist_{k}shot"] <= 1.0
+
+
+def test_quickstart_plot_writes_a_png(straight, tmp_path):
+  from softattn import quickstart  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "curves.png"
+  quickstart.plot_curves({"softmax": str(straight[0])}, str(out))
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
 
 
 def test_rerun_of_a_finished_run_only_reevaluates(straight, tmp_path):
