@@ -201,3 +201,24 @@ def test_committed_sweep_configs_are_valid(spec, runs, monkeypatch):
       for key in field.split("."):
         node = node[key]
       assert node == value
+
+
+def test_launch_warns_about_multihost_for_single_host_configs(tmp_path, capsys):
+  path = _write_sweep(tmp_path, """
+      _base = get_config
+      def get_config(arg=None):
+        c = _base(arg)
+        c.multihost = False
+        return c
+      def get_sweep(arg=None):
+        return grid.sweep("seed", [0, 1])
+      """)
+  argv = ["launch", path, "--workdir", "gs://b", "--tpu", "t", "--zone", "z",
+          "--print"]
+  assert cli.main(argv) == 0
+  assert "--set multihost=true" in capsys.readouterr().out
+  assert cli.main(argv + ["--set", "multihost=true"]) == 0
+  out = capsys.readouterr().out
+  lines = out.strip().splitlines()
+  assert len(lines) == 3 and not lines[1].startswith("#")
+  assert all("--config.multihost=true" in l for l in lines[1:])

@@ -146,3 +146,28 @@ def test_report_cli_prints_fits_and_failures(sweep_dir, capsys):
 def test_report_of_an_empty_directory_is_a_clear_error(tmp_path, capsys):
   assert cli.main(["report", str(tmp_path)]) == 2
   assert "no sweep.json" in capsys.readouterr().err
+
+
+def test_report_names_runs_from_the_sweep_config_without_manifest(
+    sweep_dir, tmp_path):
+  # A sweep launched on TPU VMs and copied back has run directories only.
+  os.remove(os.path.join(sweep_dir, rundir.MANIFEST))
+  spec = tmp_path / "spec.py"
+  spec.write_text(
+      "import ml_collections\n"
+      "from softattn.sweep import grid\n"
+      "def get_config(arg=None):\n"
+      "  return ml_collections.ConfigDict(dict(size=0, model=dict("
+      "normalizer='softmax')))\n"
+      "def get_sweep(arg=None):\n"
+      "  return grid.product(grid.sweep('model.normalizer', "
+      "['softmax', 'relu_seqlen']), grid.sweep('size', range(5)))\n")
+  res = report_lib.report(sweep_dir, spec=str(spec), plot=False)
+  assert [r["run"] for r in res["rows"]][:2] == [
+      "normalizer-softmax__size-0", "normalizer-softmax__size-1"]
+  assert len(res["rows"]) == 10 and res["rows"][3]["size"] == 3
+  assert res["fits"]["relu_seqlen"]["fit"].c == pytest.approx(0.22, rel=1e-3)
+  # Without the spec, every run-looking directory is a row all the same.
+  rows, fields = report_lib.collect(sweep_dir)
+  assert len(rows) == 14 and fields == []  # "never" has no directory
+  assert {r["group"] for r in rows} == {"?"}  # no config.json to read it from

@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
   report.add_argument("--compute", default="flops",
                       choices=["flops", "core_seconds"])
   report.add_argument("--no_plot", action="store_true")
+  report.add_argument("--sweep", default=None, metavar="SPEC",
+                      help="sweep config naming the runs, for a sweep "
+                           "directory without sweep.json (e.g. copied back "
+                           "from a TPU VM's bucket)")
   return parser
 
 
@@ -121,6 +125,11 @@ def _launch(args) -> int:
       env=args.env, gcloud_args=args.gcloud_arg)
   print(f"# {len(lines)} runs of {sweep.config_flag} on TPU VM {args.tpu}; "
         "each uses the whole slice, so run them one after another.")
+  if sweep.base.get("multihost", None) is False and not any(
+      r.config.get("multihost", False) for r in sweep.runs):
+    print("# config.multihost is False: fine on a single-host slice (v4-8); "
+          "for more hosts add --set multihost=true so each host joins "
+          "jax.distributed.")
   for line in lines:
     print(line)
   return 0
@@ -130,7 +139,7 @@ def _report(args) -> int:
   from softattn.sweep import report  # pylint: disable=g-import-not-at-top
   res = report.report(args.sweep_dir, out_dir=args.out, metric=args.metric,
                       group_by=args.group_by, compute=args.compute,
-                      plot=not args.no_plot)
+                      plot=not args.no_plot, spec=args.sweep)
   for path in res["files"]:
     print(f"wrote {path}")
   for group, r in res["fits"].items():

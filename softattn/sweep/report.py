@@ -87,10 +87,20 @@ def _short_names(fields: Sequence[str]) -> dict[str, str]:
 
 
 def collect(sweep_dir: str, *, metric: str = "accuracy",
-            group_by: str = "model.normalizer") -> tuple[list[dict], list[str]]:
-  """One row per run of the sweep in ``sweep_dir``, and the swept fields."""
+            group_by: str = "model.normalizer", spec: str | None = None
+            ) -> tuple[list[dict], list[str]]:
+  """One row per run of the sweep in ``sweep_dir``, and the swept fields.
+
+  The runs are those of ``spec`` (a sweep config, e.g. for a sweep launched on
+  TPU VMs and copied back, which has no ``sweep.json``), else those recorded in
+  ``sweep.json`` by ``sweep run``, else every sub-directory that looks like a
+  run (its swept fields then unknown).
+  """
   manifest = rundir.read_json(os.path.join(sweep_dir, rundir.MANIFEST))
-  if manifest is not None:
+  if spec is not None:
+    from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
+    runs = [(r.name, r.overrides) for r in declaration.load(spec).runs]
+  elif manifest is not None:
     runs = [(r["name"], r.get("overrides", {})) for r in manifest["runs"]]
   else:
     known = (rundir.STATUS, rundir.METRICS, rundir.CONFIG, rundir.ATTEMPT)
@@ -228,7 +238,8 @@ def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
 
 def report(sweep_dir: str, *, out_dir: str | None = None,
            metric: str = "accuracy", group_by: str = "model.normalizer",
-           compute: str = "flops", plot: bool = True) -> dict:
+           compute: str = "flops", plot: bool = True,
+           spec: str | None = None) -> dict:
   """Writes ``results.csv``, ``results.md``, ``fits.json``, ``scaling.png``.
 
   Args:
@@ -238,6 +249,7 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
     group_by: the config field that makes one curve per value.
     compute: ``flops`` or ``core_seconds`` for the x-axis and fits.
     plot: also draw ``scaling.png``.
+    spec: the sweep config that names the runs (default: ``sweep.json``).
 
   Returns:
     ``{"rows": [...], "fits": {...}, "files": [...]}``.
@@ -246,7 +258,8 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
     raise ValueError(f"compute={compute!r}; valid: {sorted(COMPUTE_AXES)}.")
   out_dir = out_dir or sweep_dir
   os.makedirs(out_dir, exist_ok=True)
-  rows, fields = collect(sweep_dir, metric=metric, group_by=group_by)
+  rows, fields = collect(sweep_dir, metric=metric, group_by=group_by,
+                         spec=spec)
   fits = fit_groups(rows, compute)
   files = [os.path.join(out_dir, n) for n in
            ("results.csv", "results.md", "fits.json")]
