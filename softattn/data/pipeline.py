@@ -7,6 +7,11 @@ process's stream is endless), so processes never share an example. The process-l
 ``e`` is the slice shuffled with a seed derived from ``(seed, e)`` (a full
 permutation when the shuffle buffer covers the slice, a buffered shuffle
 otherwise), and batches run on across epoch boundaries like ``repeat()``.
+Files are read in their stored order every epoch (TFDS wrote the examples in a
+hashed, random order, so the stream is shuffled on disk already); the buffer
+reshuffles it per epoch. That keeps the order exact without per-epoch file
+shuffles, at the cost of a weaker shuffle than a full permutation when the
+buffer is much smaller than the split (ImageNet).
 Example ``i`` of that stream is preprocessed with the stateless seed
 ``(seed, process, i)``. Everything is therefore a pure function of
 ``(seed, step)``: ``start_step=k`` skips the ``k * local_batch`` examples
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import collections
 import math
-from typing import Any, Iterator
+from typing import Iterator
 
 import jax
 import numpy as np
@@ -245,17 +250,14 @@ def make_train_iter(data_config, *, global_batch_size: int, seed: int,
                           NamedSharding(mesh, P("data")))
 
 
-_EVAL_CACHE: dict[Any, tf.data.Dataset] = {}
-
-
 def eval_dataset(data_config, split: str, *,
                  local_batch_size: int) -> tf.data.Dataset:
-  """Process-local eval batches with ``mask``, padded to a common count."""
-  cache = bool(_get(data_config, "cache", False))
-  key = (_get(data_config, "name"), _get(data_config, "data_dir"), split,
-         _get(data_config, "pp_eval", ""), local_batch_size)
-  if cache and key in _EVAL_CACHE:
-    return _EVAL_CACHE[key]
+  """Process-local eval batches with ``mask``, padded to a common count.
+
+  Built afresh at every call (no cache across calls: a dataset kept in a
+  module would outlive a change of data, e.g. between tests); TFDS keeps small
+  splits' records in memory by itself.
+  """
   raw, builder = _raw(data_config, _process_split(split, False))
   n = _count(raw)
   fn, check = _example_fn(builder, _get(data_config, "pp_eval", ""),
@@ -275,9 +277,6 @@ def eval_dataset(data_config, split: str, *,
          "label": tf.zeros([], tf.int32), "mask": False})
     ds = ds.concatenate(pad.repeat(total - n))
   ds = ds.batch(local_batch_size, drop_remainder=True)
-  if cache:
-    ds = ds.cache()
-    _EVAL_CACHE[key] = ds
   return _options(ds.prefetch(tf.data.AUTOTUNE))
 
 
