@@ -170,6 +170,18 @@ def test_sigkill_mid_run_then_resume_is_bitwise_identical(straight, tmp_path,
   _assert_bitwise_equal(p1, p2)
 
 
+def test_ema_bf16_compute_and_param_groups(tmp_path, compile_cache):
+  del compile_cache
+  final = train_runner.run(_spec(tmp_path, overrides={
+      "total_steps": 2, "log_every": 1, "eval_every": 2, "checkpoint_every": 2,
+      "optimizer.ema_decay": 0.9, "compute_dtype": "bfloat16",
+      "optimizer.groups": [dict(pattern="MultiHeadDotProductAttention",
+                                name="sgd", base_lr=0.1, momentum=0.0)]}))
+  assert np.isfinite(final["eval_loss"]) and np.isfinite(final["eval_ema_loss"])
+  _, params = _final_params(tmp_path)
+  assert all(p.dtype == np.float32 for p in jax.tree.leaves(params))  # fp32 master
+
+
 def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path,
                                                                   compile_cache):
   del compile_cache
