@@ -11,6 +11,8 @@ SPEC is a sweep config ``path.py[:arg]`` (see ``softattn.sweep.declaration``).
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 
 from softattn.sweep import declaration
@@ -83,8 +85,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
-  import shlex  # pylint: disable=g-import-not-at-top
-  import os  # pylint: disable=g-import-not-at-top
   from softattn.sweep import rundir, runner  # pylint: disable=g-import-not-at-top
   sweep = declaration.load(args.spec, extra=args.set)
   if args.launcher:

@@ -35,6 +35,8 @@ def plot_scaling(rows: Sequence[dict], fits: dict, path: str, *,
     f = res.get("fit")
     if f is not None:
       label += f": a={f.a:.3f}±{f.a_std:.3f}, c={f.c:.2f}±{f.c_std:.2f}"
+    else:
+      label += f": no fit ({len(ok)} points)"
     ax.scatter(xs, ys, color=color, label=label, zorder=3)
     if f is not None and len(xs):
       grid = np.geomspace(xs.min() / 1.5, xs.max() * 1.5, 200)
