@@ -25,6 +25,10 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumes from 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  # The loop prints its own progress lines; library INFO logs (Orbax writes a
+  # dozen lines per checkpoint) only with an explicit --verbosity=0.
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
   # tf.data must not grab accelerators that JAX owns.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")

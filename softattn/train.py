@@ -479,6 +479,12 @@ def _flops(compiled) -> float | None:
     return None
 
 
+def _eta(steps_left: int, steps_per_sec: float) -> str:
+  secs = int(steps_left / max(steps_per_sec, 1e-9))
+  return f"{secs // 3600}h{secs % 3600 // 60:02d}m" if secs >= 3600 else (
+      f"{secs // 60}m{secs % 60:02d}s")
+
+
 def _nonfinite_message(step, m, grad_names, ckpt) -> str:
   bad = [n for n, ok in zip(grad_names, np.asarray(m["grads_finite"])) if not ok]
   last = ckpt.latest_step()
@@ -649,11 +655,13 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
           final.update({f"train_{k}": float(mh[k]) for k in ("loss", "accuracy")})
           say(f"step {step}/{total}  loss {float(mh['loss']):.4f}  "
               f"acc {float(mh['accuracy']):.3f}  lr {float(mh['learning_rate']):.3g}  "
-              f"grad_norm {float(mh['grad_norm']):.3g}  {sps:.2f} steps/s")
+              f"grad_norm {float(mh['grad_norm']):.3g}  {sps:.2f} steps/s  "
+              f"ETA {_eta(total - step, sps)}")
         if ckpt.should_save(step) or step == total or preempt.is_set():
           ckpt.save(step, state)
         if (cfg.eval_every and step % cfg.eval_every == 0) or step == total:
           final.update(_evaluate_all(cfg, steps, state, mesh, writer, step, say))
+          t_last = time.time()  # steps/s measures training, not evaluation
         status.update(step=step)
         writer.flush()
         if preempt.is_set():
