@@ -149,7 +149,7 @@ def test_launch_prints_one_gcloud_command_per_run(tmp_path, capsys):
                    "v4-32", "--zone", "us-central2-b", "--project", "p",
                    "--env", "TFDS_DATA_DIR=gs://b/tfds", "--print"]) == 0
   lines = capsys.readouterr().out.strip().splitlines()
-  assert lines[0].startswith("# 2 runs of")
+  assert lines[0].startswith("# 2 run(s) of")
   cmds = [shlex.split(l) for l in lines[1:]]
   assert len(cmds) == 2
   for argv in cmds:

@@ -150,3 +150,19 @@ def test_dry_run_prints_states_and_commands(tmp_path, capsys):
   assert out[1].endswith(f"--workdir={workdir}/seed-0 "
                          "--config.behavior=ok --config.seed=0")
   assert not os.path.exists(workdir)
+
+
+def test_only_runs_the_matching_runs_and_keeps_the_rest_listed(tmp_path,
+                                                               capsys):
+  spec, launcher, workdir = _setup(tmp_path)
+  argv = ["run", f"{spec}:ok,crash", "--workdir", workdir, "--launcher",
+          launcher, "--skip_checks"]
+  assert cli.main(argv + ["--only", "*ok__seed-1"]) == 0
+  assert "start [1/1] behavior-ok__seed-1" in capsys.readouterr().out
+  states = {r["run"]: r["state"] for r in report_lib.collect(workdir)[0]}
+  assert states == {"behavior-ok__seed-0": "not started",
+                    "behavior-ok__seed-1": "done",
+                    "behavior-crash__seed-0": "not started",
+                    "behavior-crash__seed-1": "not started"}
+  assert cli.main(argv + ["--only", "*seed-2"]) == 2
+  assert "--only '*seed-2' matches no run" in capsys.readouterr().err

@@ -26,6 +26,9 @@ def _add_sweep_args(p: argparse.ArgumentParser) -> None:
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                  help="override a field in every run (repeatable), e.g. "
                       "--set total_steps=10 for a smoke test")
+  p.add_argument("--only", action="append", default=[], metavar="GLOB",
+                 help="only runs whose names match (repeatable), e.g. "
+                      "--only '*normalizer-softmax*'")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,17 +96,19 @@ def _run(args) -> int:
     launcher = [sys.executable, "-m", "softattn.sweep.mock_main"]
   else:
     launcher = runner.default_launcher()
+  selected = sweep.select(args.only)
   if not args.skip_checks:
     runner.preflight(sweep, mock_data=args.mock_data)
   if args.dry_run:
-    for r in sweep.runs:
+    for r in selected:
       state = rundir.run_state(os.path.join(args.workdir, r.name))
       print(f"# {r.name}: {state.state}")
       print(shlex.join([*launcher, *declaration.main_args(
           sweep, r, args.workdir)]))
     return 0
   outcome = runner.run_sweep(sweep, args.workdir, parallel=args.parallel,
-                             retry_failed=args.retry_failed, launcher=launcher)
+                             retry_failed=args.retry_failed,
+                             only=args.only, launcher=launcher)
   counts = {}
   for state in outcome.values():
     counts[state] = counts.get(state, 0) + 1
@@ -122,8 +127,8 @@ def _launch(args) -> int:
   lines = launch.tpu_commands(
       sweep, tpu=args.tpu, zone=args.zone, project=args.project,
       workdir=args.workdir, repo_dir=args.repo_dir, python=args.python,
-      env=args.env, gcloud_args=args.gcloud_arg)
-  print(f"# {len(lines)} runs of {sweep.config_flag} on TPU VM {args.tpu}; "
+      env=args.env, gcloud_args=args.gcloud_arg, only=args.only)
+  print(f"# {len(lines)} run(s) of {sweep.config_flag} on TPU VM {args.tpu}; "
         "each uses the whole slice, so run them one after another.")
   if sweep.base.get("multihost", None) is False and not any(
       r.config.get("multihost", False) for r in sweep.runs):

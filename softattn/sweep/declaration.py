@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import fnmatch
 import importlib.util
 import inspect
 import os
@@ -66,6 +67,21 @@ class Sweep:
   def config_flag(self) -> str:
     """The ``--config=`` value that loads the base config."""
     return self.path if self.arg is None else f"{self.path}:{self.arg}"
+
+  def select(self, patterns: Sequence[str]) -> list[Run]:
+    """The runs whose names match any of the glob ``patterns`` (all if none).
+
+    Raises:
+      SweepError: a pattern matches no run.
+    """
+    if not patterns:
+      return list(self.runs)
+    for p in patterns:
+      if not any(fnmatch.fnmatchcase(r.name, p) for r in self.runs):
+        raise SweepError(f"--only {p!r} matches no run; runs: "
+                         f"{', '.join(r.name for r in self.runs)}.")
+    return [r for r in self.runs
+            if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
 
   def run(self, name: str) -> Run:
     for r in self.runs:

@@ -45,8 +45,8 @@ def repo_relative(path: str) -> str:
 def tpu_commands(sweep: declaration.Sweep, *, tpu: str, zone: str,
                  workdir: str, project: str | None = None,
                  repo_dir: str = "~/softattn", python: str = "python3",
-                 env: Sequence[str] = (),
-                 gcloud_args: Sequence[str] = ()) -> list[str]:
+                 env: Sequence[str] = (), gcloud_args: Sequence[str] = (),
+                 only: Sequence[str] = ()) -> list[str]:
   """One ``gcloud compute tpus tpu-vm ssh`` command per run of ``sweep``.
 
   Args:
@@ -61,6 +61,7 @@ def tpu_commands(sweep: declaration.Sweep, *, tpu: str, zone: str,
     env: ``NAME=value`` settings put in front of the training command.
     gcloud_args: further arguments for ``gcloud ... ssh`` (e.g.
       ``--internal-ip``).
+    only: glob patterns of run names (default: every run).
 
   Returns:
     The commands, as shell lines.
@@ -76,7 +77,7 @@ def tpu_commands(sweep: declaration.Sweep, *, tpu: str, zone: str,
       path=repo_relative(sweep.path), arg=sweep.arg, base=sweep.base,
       runs=sweep.runs)
   out = []
-  for run in sweep.runs:
+  for run in sweep.select(only):
     train = [python, "-m", "softattn.main",
              *declaration.main_args(remote_sweep, run, workdir)]
     remote = f"cd {repo_dir} && " + shlex.join([*env, *train])

@@ -38,7 +38,7 @@ def write_json(path: str, obj: Any) -> None:
   """Writes atomically so a kill never leaves half a file behind."""
   tmp = path + ".tmp"
   with open(tmp, "w") as f:
-    json.dump(obj, f, indent=1, sort_keys=True, default=repr)
+    json.dump(obj, f, indent=1, default=repr)  # keeps declaration order
   os.replace(tmp, path)
 
 

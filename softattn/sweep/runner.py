@@ -80,7 +80,7 @@ def _raise_stop(signum, frame):
 
 
 def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
-              retry_failed: bool = False,
+              retry_failed: bool = False, only: Sequence[str] = (),
               launcher: Sequence[str] | None = None,
               grace_s: float = 30.0, poll_s: float = 0.5,
               log: Callable[[str], None] = print) -> dict[str, str]:
@@ -91,6 +91,8 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
     workdir: the sweep directory; run ``r`` lives in ``workdir/r.name``.
     parallel: how many runs at once (each is its own process).
     retry_failed: also rerun runs that failed before.
+    only: glob patterns of run names to run (default: all); the manifest
+      still lists every run, so the report shows the others as not started.
     launcher: the command prefix (default ``python -m softattn.main``).
     grace_s: how long a stopped run gets to exit before SIGKILL.
     poll_s: how often running processes are polled.
@@ -110,7 +112,7 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
 
   outcome: dict[str, str] = {}
   todo = []
-  for run in sweep.runs:
+  for run in sweep.select(only):
     state = rundir.run_state(os.path.join(workdir, run.name))
     if state.state == "done":
       log(f"skip {run.name}: done")
