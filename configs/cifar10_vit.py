@@ -15,6 +15,8 @@ Args: ``normalizer`` (``softmax``, ``normsoftmax(gamma=sqrt_d)``,
 Needs CIFAR-10 in TFDS (``data_dir``), which cannot be downloaded offline.
 """
 
+from ml_collections import config_dict
+
 from softattn import configlib, train
 
 
@@ -26,7 +28,7 @@ def get_config(arg=None):
   c.total_steps = None  # from num_epochs: 500 steps/epoch
   c.batch_size = 100
   c.data.name = "cifar10"
-  c.data.data_dir = None
+  c.data.data_dir = config_dict.placeholder(str)  # None: TFDS default
   c.data.train_split = "train"
   c.data.eval_split = "test"
   c.data.pp_train = ("flip_lr|pad_and_crop(4)|trivial_augment|"

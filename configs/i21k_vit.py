@@ -23,6 +23,8 @@ Args: ``variant`` (S/32, S/16, S/8, Ti/16, B/16, ...), ``normalizer``,
 mock-able data instead of imagenet21k, which TFDS has no builder for).
 """
 
+from ml_collections import config_dict
+
 from softattn import configlib, train
 
 
@@ -35,7 +37,7 @@ def get_config(arg=None):
   c.total_steps = None
   c.batch_size = a.batch
   c.data.name = "imagenet21k"
-  c.data.data_dir = None
+  c.data.data_dir = config_dict.placeholder(str)  # None: TFDS default
   c.data.train_split = "full[51200:]"
   c.data.eval_split = "full[:51200]"  # big_vision's held-out i21k split
   c.data.pp_train = "inception_crop(224)|flip_lr|value_range(-1, 1)"

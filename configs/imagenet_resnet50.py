@@ -15,6 +15,8 @@ Args: ``loss``, ``gamma`` (``inf`` or a number), ``epochs``, ``depth`` (50,
 (manual download; see notes/data.md).
 """
 
+from ml_collections import config_dict
+
 from softattn import configlib, train
 
 
@@ -26,7 +28,7 @@ def get_config(arg=None):
   c.total_steps = None
   c.batch_size = a.batch
   c.data.name = "imagenet2012"
-  c.data.data_dir = None
+  c.data.data_dir = config_dict.placeholder(str)  # None: TFDS default
   c.data.train_split = "train"
   c.data.eval_split = "validation"
   c.data.pp_train = "inception_crop(224)|flip_lr|value_range(-1, 1)"

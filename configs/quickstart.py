@@ -17,6 +17,8 @@ Args (``configs/quickstart.py:<k>=<v>,...``):
   runlocal: a 3-step smoke run with tiny shapes (what the tests run).
 """
 
+from ml_collections import config_dict
+
 from softattn import configlib, train
 
 
@@ -28,7 +30,7 @@ def get_config(arg=None):
   c.total_steps = a.steps
   c.batch_size = a.batch
   c.data.name = "fashion_mnist"
-  c.data.data_dir = None
+  c.data.data_dir = config_dict.placeholder(str)  # None: TFDS default
   c.data.train_split = "train"
   c.data.eval_split = "test"
   c.data.pp_train = "value_range(-1, 1)"

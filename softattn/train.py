@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from ml_collections import config_dict
 import optax
 from absl import logging
 from clu import parameter_overview, periodic_actions
@@ -81,15 +82,17 @@ def default_config() -> ml_collections.ConfigDict:
   """Defaults every config starts from (``configs/*.py`` override them)."""
   c = ml_collections.ConfigDict()
   c.seed = 0
-  c.total_steps = None
-  c.num_epochs = None
+  # Typed "None"s so that --config.total_steps=... works on the command line.
+  c.total_steps = config_dict.placeholder(int)
+  c.num_epochs = config_dict.placeholder(float)
   c.batch_size = 128
   c.data = ml_collections.ConfigDict()
   c.model_name = "vit"
   c.model = ml_collections.ConfigDict()
   c.optimizer = ml_collections.ConfigDict(dict(
-      name="adamw", b1=0.9, b2=0.999, weight_decay=0.0, grad_clip_norm=None,
-      ema_decay=0.0))
+      name="adamw", b1=0.9, b2=0.999, weight_decay=0.0,
+      grad_clip_norm=config_dict.placeholder(float),
+      mu_dtype=config_dict.placeholder(str), ema_decay=0.0))
   c.schedule = ml_collections.ConfigDict(dict(
       name="warmup_cosine", base_lr=1e-3, warmup_steps=0))
   c.loss = ml_collections.ConfigDict(dict(
@@ -105,7 +108,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.compute_dtype = "float32"
   c.diagnostics = True
   c.eval = ml_collections.ConfigDict(dict(
-      batch_size=None, i1k_from_i21k=False, i21k_wnids_file=None, i1k_data=None))
+      batch_size=config_dict.placeholder(int), i1k_from_i21k=False,
+      i21k_wnids_file=config_dict.placeholder(str), i1k_data=None))
   c.fewshot = ml_collections.ConfigDict(dict(datasets={}, every=0))
   c.multihost = False
   c.verbose = True

@@ -266,7 +266,10 @@ def test_batch_not_divisible_and_missing_dataset(tmp_path):
 def test_cli_reports_config_error_in_one_line(tmp_path):
   proc = subprocess.run(
       [sys.executable, "-m", "softattn.main", f"--config={QUICK}",
-       f"--workdir={tmp_path / 'wd'}", "--config.model.normalizer=nope"],
+       f"--workdir={tmp_path / 'wd'}", "--config.model.normalizer=nope",
+       # Fields whose default is None still take overrides (typed placeholders).
+       "--config.total_steps=2", "--config.optimizer.grad_clip_norm=0.5",
+       "--config.eval.batch_size=8", f"--config.data.data_dir={tmp_path}"],
       cwd=REPO, capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert proc.returncode == 2, proc.stderr[-3000:]
