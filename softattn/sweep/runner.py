@@ -23,6 +23,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable, Sequence
 
@@ -127,7 +128,10 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
       todo.append(run)
 
   active: dict[str, tuple[subprocess.Popen, dict, object]] = {}
-  previous = signal.signal(signal.SIGTERM, _raise_stop)
+  # Signal handlers can only be set from the main thread (not, e.g., from a
+  # notebook's worker); elsewhere SIGTERM keeps its default meaning.
+  in_main = threading.current_thread() is threading.main_thread()
+  previous = signal.signal(signal.SIGTERM, _raise_stop) if in_main else None
   try:
     total = len(todo)
     while todo or active:
@@ -180,7 +184,8 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
       _finish(workdir, name, attempt, proc.returncode, interrupted=True)
     raise KeyboardInterrupt() from None
   finally:
-    signal.signal(signal.SIGTERM, previous)
+    if in_main:
+      signal.signal(signal.SIGTERM, previous)
   return outcome
 
 
