@@ -42,3 +42,21 @@ def test_runlocal_trains_a_step_and_evaluates(tmp_path, path):
   assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
   status = json.load(open(tmp_path / "status.json"))
   assert status["status"] == "done" and status["step"] >= 1
+
+
+def test_i21k_config_reports_i1k_accuracy_through_the_class_table(tmp_path):
+  from softattn import evaluate  # pylint: disable=g-import-not-at-top
+  # A stand-in 21k label space: the i1k wnids plus extras, sorted (big_vision's
+  # ordering), so i1k class j sits at a different index in the model's output.
+  wnids = sorted(evaluate.i1k_wnids() + [f"n99{i:06d}" for i in range(24)])
+  (tmp_path / "wnids.txt").write_text("\n".join(wnids))
+  config = train_runner.load_config("configs/i21k_vit.py:runlocal")
+  final = train_runner.run(dict(
+      config="configs/i21k_vit.py:runlocal", workdir=str(tmp_path / "wd"),
+      overrides={"checkpoint_async": False, "verbose": False,
+                 "model.num_classes": len(wnids), "eval.i1k_from_i21k": True,
+                 "eval.i21k_wnids_file": str(tmp_path / "wnids.txt"),
+                 "eval.i1k_data": dict(config.data.to_dict())},
+      num_examples=8))
+  assert 0.0 <= final["eval_i1k_accuracy"] <= 1.0
+  assert np.isfinite(final["eval_loss"])
