@@ -223,6 +223,15 @@ for name, mesh, rules in [("one", {{"data": 1, "model": 1}}, [[".*", "replicate"
                                 num_examples=24))
   losses = [r["loss"] for r in metrics.read_jsonl(wd + "/metrics.jsonl", "train") if "loss" in r]
   out[name] = dict(losses=losses, eval=final["eval_loss"])
+# The (4, 2) run really split the parameters: rebuild its state shardings.
+from softattn import optim, sharding, train
+cfg, info = train.resolve_config(train_runner.apply_overrides(
+    train_runner.load_config({QUICK!r}),
+    {{"mesh": {{"data": 4, "model": 2}}, "sharding_rules": [[".*", "fsdp_tp"]]}}))
+mesh = sharding.make_mesh(cfg.mesh)
+state, _ = train.init_state(cfg, train._build_model(cfg), optim.make_optimizer(cfg, 3)[0], info, mesh)
+specs = [tuple(x.sharding.spec) for x in jax.tree.leaves(state["params"])]
+out["specs"] = [str(s) for s in specs]
 print("RESULT" + json.dumps(out))
 """
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
@@ -234,6 +243,7 @@ print("RESULT" + json.dumps(out))
   assert len(res["one"]["losses"]) == 3
   np.testing.assert_allclose(res["mesh"]["losses"], res["one"]["losses"], rtol=1e-5)
   np.testing.assert_allclose(res["mesh"]["eval"], res["one"]["eval"], rtol=1e-5)
+  assert any("'data'" in s and "'model'" in s for s in res["specs"]), res["specs"]
 
 
 @pytest.mark.parametrize("override, match", [
