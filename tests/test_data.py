@@ -56,38 +56,55 @@ def test_dataset_info(mock):
     data.dataset_info(_config("imagenet2012", pp_eval="value_range(-1, 1)"))
 
 
-def test_epochs_are_permutations_that_differ(mock):
-  config = _config()
+@pytest.mark.parametrize("cache", [False, True])  # streamed / in memory
+@pytest.mark.parametrize("batch", [4, 12])  # a batch of 12 spans 3 epochs
+def test_epochs_are_permutations_that_differ(mock, cache, batch):
+  config = _config(cache=cache)
   everything = _keys(next(data.eval_dataset(
       config, "test", local_batch_size=N).as_numpy_iterator())["image"])
-  stream = np.concatenate([b["image"] for b in _batches(config, 5)])  # 2 epochs
-  first, second = _keys(stream[:N]), _keys(stream[N:])
-  assert sorted(first) == sorted(everything)
-  assert sorted(second) == sorted(everything)
-  assert first != second  # reshuffled each epoch
-  other_seed = np.concatenate([b["image"] for b in _batches(config, 5, seed=4)])
-  assert _keys(other_seed) != _keys(stream)
+  steps = -(-3 * N // batch)  # enough batches for 3 epochs
+  stream = np.concatenate([b["image"] for b in _batches(config, steps,
+                                                         batch=batch)])
+  epochs = [_keys(stream[k * N:(k + 1) * N]) for k in range(3)]
+  for epoch in epochs:
+    assert sorted(epoch) == sorted(everything)
+  assert epochs[0] != epochs[1] != epochs[2]  # reshuffled each epoch
+  other_seed = _batches(config, steps, batch=batch, seed=4)
+  assert _keys(np.concatenate([b["image"] for b in other_seed])) != _keys(stream)
+  # Resume at step 2 (mid-epoch for both batch sizes).
+  resumed = np.concatenate([b["image"] for b in _batches(
+      config, 1, batch=batch, start=2)])
+  np.testing.assert_array_equal(resumed, stream[2 * batch:3 * batch])
 
 
-def test_resume_yields_the_same_batches(mock):
+@pytest.mark.parametrize("cache", [False, True])
+def test_resume_yields_the_same_batches(mock, cache):
   # Random augmentation included: its seeds follow the stream position.
   # 10 examples in batches of 4: step 2 starts mid-epoch, step 5 at an epoch
-  # boundary, step 6 mid-way through the third epoch.
-  config = _config(pp_train="inception_crop(16)|flip_lr|trivial_augment|"
+  # boundary.
+  config = _config(cache=cache,
+                   pp_train="inception_crop(16)|flip_lr|trivial_augment|"
                             "value_range(-1, 1)|random_erasing(0.5)")
-  full = _batches(config, 9)
-  for start in (2, 5, 6):
+  full = _batches(config, 8)
+  for start in (2, 5):
     resumed = _batches(config, 3, start=start)
     for a, b in zip(full[start:], resumed):
       np.testing.assert_array_equal(a["image"], b["image"])
       np.testing.assert_array_equal(a["label"], b["label"])
 
 
-def test_cache_keeps_the_order(mock):
-  plain = _batches(_config(), 6)
-  cached = _batches(_config(cache=True), 6)
-  for a, b in zip(plain, cached):
-    np.testing.assert_array_equal(a["image"], b["image"])
+def test_batched_tail_ops_match_per_example_ops(mock):
+  # value_range/to_rgb run once per batch in training; same result as per
+  # example (eval runs them per example). No shuffle: same order as eval.
+  spec = "to_rgb|value_range(-1, 1)"
+  config = _config("fashion_mnist", pp_train=spec, pp_eval=spec,
+                   shuffle_buffer=1)
+  train = _batches(config, 1, batch=N)[0]
+  evals = next(data.eval_dataset(config, "test", local_batch_size=N)
+               .as_numpy_iterator())
+  assert train["image"].shape == (N, 28, 28, 3)
+  np.testing.assert_array_equal(train["image"], evals["image"])
+  np.testing.assert_array_equal(train["label"], evals["label"])
 
 
 def test_train_iter_gives_global_sharded_arrays(mock):

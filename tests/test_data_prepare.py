@@ -91,9 +91,12 @@ def test_dataset_info_and_train_batches(data_dir):
   assert data.dataset_info(config) == dict(
       num_classes=10, image_shape=(28, 28, 3), num_train=60_000,
       num_eval=10_000)
-  batch = next(data.make_train_iter(config, global_batch_size=8, seed=0))
-  assert batch["image"].shape == (8, 28, 28, 1)
-  assert float(batch["image"].min()) == -1.0
+  for cache in (False, True):  # streamed from disk / decoded into memory
+    config.cache = cache
+    batch = next(data.make_train_iter(config, global_batch_size=8, seed=0))
+    assert batch["image"].shape == (8, 28, 28, 1)
+    assert float(batch["image"].min()) == -1.0
+    assert 0 <= int(batch["label"].min()) and int(batch["label"].max()) < 10
 
 
 def test_processes_read_disjoint_slices(data_dir, monkeypatch):

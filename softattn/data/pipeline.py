@@ -140,27 +140,40 @@ def _cached_decoded(raw, builder):
   return raw.map(_decoder(builder), num_parallel_calls=tf.data.AUTOTUNE).cache()
 
 
-def _example_fn(builder, pp_spec: str, seed_base: int, what: str):
-  """``(index, raw example) -> {'image': float32, 'label': int32}``."""
-  decode = _decoder(builder)
-  pp = preprocess.parse(pp_spec)
+def _example_fn(builder, pp, seed_base: int):
+  """``(index, raw example) -> {'image', 'label': int32}`` through ``pp``.
+
+  Example ``index`` of the stream is preprocessed with the stateless seed
+  ``(seed_base, index)``.
+  """
+  decode = _decoder(builder) if builder is not None else (lambda x: x)
 
   def fn(index, raw):
     example = decode(raw)
     seed = tf.stack([tf.constant(seed_base, tf.int64),
                      tf.cast(index, tf.int64)])
     example = pp(example, seed)
-    return {"image": tf.cast(example["image"], tf.float32),
+    return {"image": example["image"],
             "label": tf.cast(example["label"], tf.int32)}
+  return fn
 
-  def check(ds):
-    shape = ds.element_spec["image"].shape
-    if not shape.is_fully_defined():
-      raise ValueError(
-          f"{what} {pp_spec!r} gives images of shape {shape}; end it with a "
-          "fixed size, e.g. resize(224) or central_crop(224)")
-    return ds
-  return fn, check
+
+def _finish_fn(pp=None):
+  """Runs the seedless ``pp`` (if any), then makes images float32."""
+  def fn(example):
+    if pp is not None:
+      example = pp(example, tf.zeros([2], tf.int64))
+    return {**example, "image": tf.cast(example["image"], tf.float32)}
+  return fn
+
+
+def _check_shape(ds, what: str, pp_spec: str):
+  shape = ds.element_spec["image"].shape
+  if not shape.is_fully_defined():
+    raise ValueError(
+        f"{what} {pp_spec!r} gives images of shape {shape}; end it with a "
+        "fixed size, e.g. resize(224) or central_crop(224)")
+  return ds
 
 
 def _options(ds):
@@ -190,9 +203,77 @@ def _device_prefetch(batches, sharding, size=_PREFETCH_DEVICE):
     yield queue.popleft()
 
 
+def _load_in_memory(raw, builder, n: int):
+  """All ``n`` examples decoded into two tensors, or None for ragged images."""
+  if any(d is None for d in builder.info.features["image"].shape):
+    return None
+  whole = next(iter(raw.map(_decoder(builder),
+                            num_parallel_calls=tf.data.AUTOTUNE).batch(n)))
+  return whole["image"], tf.cast(whole["label"], tf.int32)
+
+
+def _permuted(stream_index, n: int, seed_base: int, max_epochs: int = 1):
+  """Dataset index of stream position(s) ``stream_index`` (int64).
+
+  Position ``i`` is element ``i % n`` of epoch ``i // n``; epoch ``e`` is the
+  permutation ``tf.random.experimental.index_shuffle`` draws from the seed
+  ``(seed_base, e)`` (random access: no state, no buffer). ``index_shuffle``
+  takes one seed per call, so a vector spanning ``max_epochs`` epochs is
+  shuffled once per epoch it may touch and the matching result kept.
+  """
+  epoch, position = stream_index // n, stream_index % n
+  first = tf.reduce_min(epoch)
+  out = tf.zeros_like(stream_index)
+  for j in range(max_epochs):
+    seed = tf.stack([tf.constant(seed_base, tf.int64), first + j])
+    shuffled = tf.random.experimental.index_shuffle(
+        position, seed, tf.constant(n - 1, tf.int64))
+    out = tf.where(epoch == first + j, shuffled, out)
+  return out
+
+
+def _in_memory_batches(images, labels, *, n, local_batch_size, start_step,
+                       shuffle_seed, aug_seed, per_example, per_batch):
+  """Batches of an in-memory split, each a pure function of its step.
+
+  With no per-example op the whole batch is one gather (cheap: no per-example
+  tf.data work); otherwise examples are looked up one by one, augmented with
+  the seed of their stream position, and batched.
+  """
+  b = local_batch_size
+  if per_example is None:
+    spans = b // n + 2  # epochs one batch can touch
+
+    def batch_at(step):
+      idx = _permuted(step * b + tf.range(b, dtype=tf.int64), n,
+                      shuffle_seed, spans)
+      return {"image": tf.gather(images, idx), "label": tf.gather(labels, idx)}
+    ds = tf.data.Dataset.counter(start=start_step).map(
+        batch_at, num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    augment = _example_fn(None, per_example, aug_seed)
+
+    def example_at(i):
+      idx = _permuted(i, n, shuffle_seed)
+      return augment(i, {"image": tf.gather(images, idx),
+                         "label": tf.gather(labels, idx)})
+    ds = tf.data.Dataset.counter(start=start_step * b).map(
+        example_at, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(b, drop_remainder=True)
+  return ds.map(_finish_fn(per_batch), num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def train_dataset(data_config, *, local_batch_size: int, seed: int,
                   start_step: int = 0) -> tf.data.Dataset:
   """The process-local training batches from ``start_step`` on (numpy-ready).
+
+  Two ways to the same contract (batch ``k`` a pure function of seed and k):
+
+  * ``cache=True`` and fixed-size images (Fashion-MNIST, CIFAR): the split is
+    decoded once into memory, every epoch is a full random permutation with
+    random access (``shuffle_buffer`` is not used), a resume costs nothing.
+  * otherwise (ImageNet): records stream from disk through a seeded shuffle
+    buffer per epoch; a resume skips the records before ``start_step``.
 
   Exposed for tests and benchmarks; ``make_train_iter`` adds the device side.
   """
@@ -203,25 +284,44 @@ def train_dataset(data_config, *, local_batch_size: int, seed: int,
     raise ValueError(f"train split {train_split!r} of "
                      f"{_get(data_config, 'name')!r} is empty for process "
                      f"{jax.process_index()}")
-  if _get(data_config, "cache", False):
+  pp_spec = _get(data_config, "pp_train", "")
+  per_example, per_batch = preprocess.parse_split(pp_spec)
+  shuffle_seed = _seed_base(seed, _SHUFFLE_STREAM) % 2**31
+  aug_seed = _seed_base(seed, _AUG_STREAM)
+  cache = bool(_get(data_config, "cache", False))
+
+  in_memory = _load_in_memory(raw, builder, n) if cache else None
+  if in_memory is not None:
+    ds = _in_memory_batches(
+        *in_memory, n=n, local_batch_size=local_batch_size,
+        start_step=start_step, shuffle_seed=shuffle_seed, aug_seed=aug_seed,
+        per_example=per_example, per_batch=per_batch)
+    return _options(_check_shape(ds, "pp_train", pp_spec)
+                    .prefetch(tf.data.AUTOTUNE))
+
+  if cache:  # ragged images: keep the decoded records, stream them.
     raw = _cached_decoded(raw, builder)
   buffer = min(int(_get(data_config, "shuffle_buffer",
                         _DEFAULT_SHUFFLE_BUFFER)), n)
-  shuffle_base = _seed_base(seed, _SHUFFLE_STREAM) % 2**31
 
   def epoch(e):
     if buffer <= 1:
       return raw
-    return raw.shuffle(buffer, seed=shuffle_base * 1_000_003 + e,
+    return raw.shuffle(buffer, seed=shuffle_seed * 1_000_003 + e,
                        reshuffle_each_iteration=False)
 
   first = start_step * local_batch_size
   ds = tf.data.Dataset.counter(start=first // n).flat_map(epoch)
   ds = ds.skip(first % n).enumerate(start=first)
-  fn, check = _example_fn(builder, _get(data_config, "pp_train", ""),
-                          _seed_base(seed, _AUG_STREAM), "pp_train")
-  ds = check(ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE))
+  if per_example is not None:
+    fn = _example_fn(builder, per_example, aug_seed)
+  else:
+    decode = _decoder(builder)
+    fn = lambda i, r: {**decode(r), "label": tf.cast(r["label"], tf.int32)}
+  ds = ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = _check_shape(ds, "pp_train", pp_spec)
   ds = ds.batch(local_batch_size, drop_remainder=True)
+  ds = ds.map(_finish_fn(per_batch), num_parallel_calls=tf.data.AUTOTUNE)
   return _options(ds.prefetch(tf.data.AUTOTUNE))
 
 
@@ -260,10 +360,13 @@ def eval_dataset(data_config, split: str, *,
   """
   raw, builder = _raw(data_config, _process_split(split, False))
   n = _count(raw)
-  fn, check = _example_fn(builder, _get(data_config, "pp_eval", ""),
-                          _seed_base(0, _AUG_STREAM), "pp_eval")
-  ds = check(raw.enumerate().map(fn, num_parallel_calls=tf.data.AUTOTUNE))
-  ds = ds.map(lambda ex: {**ex, "mask": True})
+  pp_spec = _get(data_config, "pp_eval", "")
+  fn = _example_fn(builder, preprocess.parse(pp_spec),
+                   _seed_base(0, _AUG_STREAM))
+  finish = _finish_fn()
+  ds = raw.enumerate().map(lambda i, r: {**finish(fn(i, r)), "mask": True},
+                           num_parallel_calls=tf.data.AUTOTUNE)
+  ds = _check_shape(ds, "pp_eval", pp_spec)
 
   if jax.process_count() > 1:
     most = int(np.max(multihost_utils.process_allgather(np.int64(n))))

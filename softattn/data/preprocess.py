@@ -31,14 +31,20 @@ from softattn.data import autoaugment
 Op = Callable[[dict, tf.Tensor], dict]
 
 _OPS: dict[str, Callable[..., Op]] = {}
+# Ops that ignore the seed and act on the last axis only, so they give the
+# same result on a batch as on each example: the train pipeline runs a
+# trailing run of them once per batch instead of once per example (cheaper).
+_BATCHABLE: set[str] = set()
 
 
-def register(name: str):
+def register(name: str, batchable: bool = False):
   """Registers ``factory(*args, **kwargs) -> op`` under ``name``."""
   def wrap(factory):
     if name in _OPS:
       raise ValueError(f"preprocessing op {name!r} is already registered")
     _OPS[name] = factory
+    if batchable:
+      _BATCHABLE.add(name)
     return factory
   return wrap
 
@@ -84,20 +90,41 @@ def get_op(text: str) -> Op:
   return factory(*args, **kwargs)
 
 
+def _compose(ops):
+  def pipeline(example, seed):
+    for i, op in enumerate(ops):
+      example = op(example, tf.random.experimental.stateless_fold_in(seed, i))
+    return example
+  return pipeline
+
+
+def _texts(spec):
+  return [t for t in (spec or "").split("|") if t.strip()]
+
+
 def parse(spec: str | None) -> Op:
   """Composes a ``|``-separated pipeline string into one ``(example, seed)`` op.
 
   Op ``i`` gets the seed ``fold_in(seed, i)``, so adding an op never changes the
   randomness of the ops before it.
   """
-  texts = [t for t in (spec or "").split("|") if t.strip()]
-  ops = [get_op(t) for t in texts]
+  return _compose([get_op(t) for t in _texts(spec)])
 
-  def pipeline(example, seed):
-    for i, op in enumerate(ops):
-      example = op(example, tf.random.experimental.stateless_fold_in(seed, i))
-    return example
-  return pipeline
+
+def parse_split(spec: str | None) -> tuple[Op | None, Op]:
+  """``parse(spec)`` as ``(per-example part, per-batch part)``.
+
+  The per-batch part is the longest trailing run of batchable ops
+  (``value_range``, ``to_rgb``); running them on the batch gives the same
+  result as ``parse(spec)`` per example, with less per-example work. The
+  per-example part is None when nothing is left for it.
+  """
+  texts = _texts(spec)
+  ops = [get_op(t) for t in texts]
+  cut = len(texts)
+  while cut and _parse_one(texts[cut - 1])[0] in _BATCHABLE:
+    cut -= 1
+  return (_compose(ops[:cut]) if cut else None), _compose(ops[cut:])
 
 
 def _hw(size):
@@ -222,7 +249,7 @@ def get_flip_lr():
   return _image_op(fn)
 
 
-@register("value_range")
+@register("value_range", batchable=True)
 def get_value_range(vmin=-1.0, vmax=1.0, in_min=0.0, in_max=255.0,
                     clip_values=False):
   """Maps ``[in_min, in_max]`` linearly to ``[vmin, vmax]`` as float32."""
@@ -234,7 +261,7 @@ def get_value_range(vmin=-1.0, vmax=1.0, in_min=0.0, in_max=255.0,
   return _image_op(fn)
 
 
-@register("to_rgb")
+@register("to_rgb", batchable=True)
 def get_to_rgb():
   """Repeats a single channel three times (grayscale data into RGB models)."""
   def fn(image, seed):
