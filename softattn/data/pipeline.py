@@ -1,22 +1,26 @@
 """tf.data input pipelines that yield global, sharded ``jax.Array`` batches.
 
 Train (``make_train_iter``): each process reads its own slice of the split
-(``tfds.even_splits`` by ``jax.process_index()``, all examples kept: slices may
-differ by one, which only shifts that process's epoch boundaries, since every
-process's stream is endless), so processes never share an example. The process-local stream is an endless sequence of epochs; epoch
-``e`` is the slice shuffled with a seed derived from ``(seed, e)`` (a full
-permutation when the shuffle buffer covers the slice, a buffered shuffle
-otherwise), and batches run on across epoch boundaries like ``repeat()``.
-Files are read in their stored order every epoch (TFDS wrote the examples in a
-hashed, random order, so the stream is shuffled on disk already); the buffer
-reshuffles it per epoch. That keeps the order exact without per-epoch file
-shuffles, at the cost of a weaker shuffle than a full permutation when the
-buffer is much smaller than the split (ImageNet).
-Example ``i`` of that stream is preprocessed with the stateless seed
-``(seed, process, i)``. Everything is therefore a pure function of
-``(seed, step)``: ``start_step=k`` skips the ``k * local_batch`` examples
-before it (the skipped records are read but not decoded) and yields exactly
-the batches an uninterrupted run would have seen from step ``k`` on.
+(``tfds.even_splits`` by ``jax.process_index()``), so processes never share an
+example. All examples are kept: slices may differ by one, which only shifts
+that process's epoch boundaries, since every process's stream is endless.
+The process-local stream is an endless sequence of epochs, and batches run on
+across epoch boundaries like ``repeat()``. Example ``i`` of the stream is
+preprocessed with the stateless seed ``(seed, process, i)``, so the batch at
+step ``k`` is a pure function of ``(seed, k)``: ``start_step=k`` yields exactly
+the batches an uninterrupted run would have seen from step ``k`` on. Epoch
+``e`` is ordered by a seed derived from ``(seed, e)``, in one of two ways:
+
+* In memory (``cache=True``, fixed-size images: Fashion-MNIST, CIFAR): the
+  split is decoded once; epoch ``e`` is a full random permutation drawn by
+  ``tf.random.experimental.index_shuffle`` (random access, so resuming costs
+  nothing). When ``pp_train`` has no per-example op left after moving its
+  trailing ``value_range``/``to_rgb`` to the batch, a batch is one gather.
+* Streamed (otherwise, e.g. ImageNet): records are read in their stored order
+  (TFDS wrote them in a hashed, random order, so the stream is shuffled on
+  disk already) through a shuffle buffer seeded per epoch; a full permutation
+  when the buffer covers the slice, weaker when it is much smaller. A resume
+  skips the records before step ``k`` (read, not decoded).
 
 Eval (``make_eval_iter``): one deterministic pass; every process pads its
 slice to the same number of batches with examples whose ``mask`` is False, so
