@@ -1,0 +1,332 @@
+"""Helpers for the study report scripts in ``experiments/<study>/report.py``.
+
+A study is a sweep config file (``experiments/<study>/reduced.py``, see
+``softattn.sweep``) whose runs live in ``<workdir>/<run name>``. A report
+script reads every declared run's ``status.json`` and ``metrics.jsonl``
+(``collect``), groups the runs by their overrides minus the seed
+(``Run.key``), summarises a final metric as mean +- std over seeds
+(``summarize``), puts the paper's number next to ours (``md_table``) and
+states a verdict per claim (``compare``):
+
+* ``confirmed`` / ``contradicted``: the difference has the paper's sign (or
+  the opposite one) and is larger than the seed-to-seed spread
+  (``sqrt(std_a^2 + std_b^2)``, sample std over seeds);
+* ``inconclusive``: the difference is within that spread, or fewer than 2
+  seeds finished on a side;
+* ``not run yet``: a side has no finished run (what the committed
+  ``RESULTS.md`` files say before anyone ran the studies);
+* ``not testable at this scale`` is written by the study itself, with why.
+
+Declared runs that did not finish are counted and listed, never dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from softattn.sweep import declaration, rundir
+
+NOT_RUN = "not run yet"
+# Image shapes of the datasets the studies use (for building models without
+# the data: tests, memory analysis).
+IMAGE_SHAPES = {"fashion_mnist": (28, 28, 1), "mnist": (28, 28, 1),
+                "cifar10": (32, 32, 3), "cifar100": (32, 32, 3),
+                "imagenet2012": (224, 224, 3), "imagenet21k": (224, 224, 3)}
+NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10,
+               "cifar100": 100, "imagenet2012": 1000, "imagenet21k": 21843}
+
+
+@dataclasses.dataclass
+class Run:
+  """One declared run: its overrides, state and metrics records."""
+  name: str
+  overrides: dict[str, Any]
+  state: str                       # done / failed / interrupted / not started
+  reason: str | None
+  records: list[dict]
+  status: dict | None
+  config: Any = None
+
+  @property
+  def seed(self) -> int:
+    return int(self.overrides.get("seed", 0))
+
+  def key(self, drop: Sequence[str] = ("seed",)) -> tuple:
+    """The overrides minus ``drop`` (default the seed), as a hashable key."""
+    return tuple(sorted((k, repr(v)) for k, v in self.overrides.items()
+                        if k not in drop))
+
+  def get(self, field: str, default=None):
+    """An override's value, else the resolved config's (dotted path)."""
+    if field in self.overrides:
+      return self.overrides[field]
+    node = self.config
+    for part in field.split("."):
+      if node is None or part not in node:
+        return default
+      node = node[part]
+    return node
+
+  def series(self, metric: str, split: str = "train") -> tuple[np.ndarray,
+                                                              np.ndarray]:
+    """``(steps, values)`` of ``metric`` over the run's ``split`` records."""
+    pts = [(r["step"], r[metric]) for r in self.records
+           if r.get("split") == split and _number(r.get(metric))]
+    if not pts:
+      return np.zeros(0), np.zeros(0)
+    s, v = zip(*pts)
+    return np.asarray(s, float), np.asarray(v, float)
+
+  def final(self, metric: str, split: str = "eval") -> float | None:
+    """The last value of ``metric`` in ``split`` records, if the run is done."""
+    if self.state != "done":
+      return None
+    _, v = self.series(metric, split)
+    return float(v[-1]) if v.size else None
+
+  def median(self, metric: str, split: str = "train",
+             skip_first: int = 1) -> float | None:
+    """Median of a logged metric (e.g. ``steps_per_sec``), skipping the first
+    ``skip_first`` records (compilation)."""
+    if self.state != "done":
+      return None
+    _, v = self.series(metric, split)
+    v = v[skip_first:] if v.size > skip_first else v
+    return float(np.median(v)) if v.size else None
+
+
+def _number(x) -> bool:
+  return rundir.is_finite_number(x)
+
+
+def collect(spec: str, workdir: str, extra: Sequence[str] = ()) -> list[Run]:
+  """Every run the sweep ``spec`` declares, read from ``workdir/<name>``."""
+  sweep = declaration.load(spec, extra=extra)
+  out = []
+  for r in sweep.runs:
+    d = os.path.join(workdir, r.name)
+    st = rundir.run_state(d)
+    out.append(Run(name=r.name, overrides=dict(r.overrides), state=st.state,
+                   reason=st.reason, records=rundir.read_metrics(d),
+                   status=st.status, config=r.config))
+  return out
+
+
+def select(runs: Iterable[Run], **fields) -> list[Run]:
+  """Runs whose fields (``model__normalizer='scaled'`` for ``model.normalizer``)
+  all equal the given values."""
+  want = {k.replace("__", "."): v for k, v in fields.items()}
+  return [r for r in runs if all(r.get(k) == v for k, v in want.items())]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stat:
+  """Mean and sample std over ``n`` finished seeds (of ``declared``)."""
+  mean: float | None
+  std: float | None
+  n: int
+  declared: int
+
+  def fmt(self, scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+    if self.n == 0:
+      return NOT_RUN if self.declared else "not declared"
+    m = self.mean * scale
+    missing = f", {self.declared - self.n} missing" if \
+        self.declared > self.n else ""
+    if self.n == 1:
+      return f"{m:.{digits}f}{unit} (1 seed{missing})"
+    return (f"{m:.{digits}f} ± {self.std * scale:.{digits}f}{unit} "
+            f"(n={self.n}{missing})")
+
+
+def summarize(runs: Sequence[Run], value: Callable[[Run], float | None]
+              ) -> Stat:
+  """Mean +- sample std of ``value(run)`` over the runs where it is finite."""
+  vals = [value(r) for r in runs]
+  vals = [v for v in vals if v is not None and math.isfinite(v)]
+  if not vals:
+    return Stat(None, None, 0, len(runs))
+  arr = np.asarray(vals, float)
+  std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+  return Stat(float(arr.mean()), std, int(arr.size), len(runs))
+
+
+def error_pct(r: Run) -> float | None:
+  """Final test error in % (100 - 100 * eval accuracy)."""
+  a = r.final("accuracy")
+  return None if a is None else 100.0 * (1.0 - a)
+
+
+def accuracy_pct(r: Run) -> float | None:
+  a = r.final("accuracy")
+  return None if a is None else 100.0 * a
+
+
+def compare(a: Stat, b: Stat, *, claim: str = "a<b") -> str:
+  """Verdict on the claim ``a < b`` (or ``a > b``, ``a=b``) from two stats.
+
+  ``a=b`` is confirmed when the difference is within the seed spread and
+  contradicted when it exceeds it (needs 2+ seeds each).
+  """
+  if claim not in ("a<b", "a>b", "a=b"):
+    raise ValueError(f"claim must be 'a<b', 'a>b' or 'a=b', got {claim!r}")
+  if a.n == 0 or b.n == 0:
+    return NOT_RUN
+  diff = a.mean - b.mean
+  spread = math.sqrt(a.std ** 2 + b.std ** 2)
+  if a.n < 2 or b.n < 2:
+    return f"inconclusive (fewer than 2 seeds finished; diff {diff:+.3g})"
+  within = abs(diff) <= spread
+  if claim == "a=b":
+    return (f"confirmed (|diff| {abs(diff):.3g} <= spread {spread:.3g})"
+            if within else
+            f"contradicted (|diff| {abs(diff):.3g} > spread {spread:.3g})")
+  if within:
+    return (f"inconclusive (diff {diff:+.3g} within seed spread "
+            f"{spread:.3g})")
+  ok = diff < 0 if claim == "a<b" else diff > 0
+  word = "confirmed" if ok else "contradicted"
+  return f"{word} (diff {diff:+.3g}, spread {spread:.3g})"
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+  """A GitHub markdown table; cells are ``str``-ed, ``|`` escaped."""
+  cell = lambda x: str(x).replace("|", "\\|")
+  lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+           "|" + "|".join("---" for _ in headers) + "|"]
+  lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
+  return "\n".join(lines)
+
+
+def run_summary(runs: Sequence[Run]) -> str:
+  """One line: how many runs are done / failed / not started, and failures."""
+  counts: dict[str, int] = {}
+  for r in runs:
+    counts[r.state] = counts.get(r.state, 0) + 1
+  text = f"{len(runs)} declared runs: " + ", ".join(
+      f"{n} {s}" for s, n in sorted(counts.items()))
+  bad = [f"`{r.name}`: {r.reason}" for r in runs if r.state == "failed"]
+  if bad:
+    text += "\n\nFailed runs (kept in the tables as missing seeds):\n\n" + \
+        "\n".join(f"* {b}" for b in bad)
+  return text
+
+
+def plot_curves(path: str, curves: Mapping[str, Sequence[Run]], metric: str,
+                *, split: str = "train", title: str = "", ylabel: str = "",
+                xlabel: str = "step", logy: bool = False) -> str | None:
+  """Mean (line) and min..max over seeds (band) of ``metric`` per group.
+
+  Writes a PNG and returns its path; None when no run has the metric.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  drawn = 0
+  for label, runs in curves.items():
+    series = [r.series(metric, split) for r in runs]
+    series = [(s, v) for s, v in series if s.size]
+    if not series:
+      continue
+    steps = series[0][0]
+    n = min(len(s) for s, _ in series)
+    vals = np.stack([v[:n] for _, v in series])
+    line, = ax.plot(steps[:n], vals.mean(0), label=f"{label} (n={len(vals)})")
+    if len(vals) > 1:
+      ax.fill_between(steps[:n], vals.min(0), vals.max(0), alpha=0.2,
+                      color=line.get_color())
+    drawn += 1
+  if not drawn:
+    plt.close(fig)
+    return None
+  if logy:
+    ax.set_yscale("log")
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel or metric)
+  ax.set_title(title, fontsize=10)
+  ax.legend(fontsize=7)
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def plot_bars(path: str, groups: Mapping[str, Stat], *, title: str = "",
+              ylabel: str = "") -> str | None:
+  """Bar chart of mean +- std per group (only groups with finished runs)."""
+  items = [(k, s) for k, s in groups.items() if s.n]
+  if not items:
+    return None
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(items) + 2), 4.2))
+  ax.bar(range(len(items)), [s.mean for _, s in items],
+         yerr=[s.std for _, s in items], capsize=3)
+  ax.set_xticks(range(len(items)))
+  ax.set_xticklabels([k for k, _ in items], rotation=45, ha="right",
+                     fontsize=7)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3, axis="y")
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def write_results(path: str, sections: Sequence[str]) -> str:
+  """Joins markdown sections into ``path`` (a generated file: say so)."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "w") as f:
+    f.write("\n\n".join(s.strip() for s in sections if s) + "\n")
+  return path
+
+
+def build_abstract(config, image_shape=None):
+  """``(model, variables shapes)`` of a config's model, via ``jax.eval_shape``.
+
+  No data and no training: what the tests use to check that every study
+  config builds. ``num_classes`` is filled from the dataset name when unset.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from softattn import models  # pylint: disable=g-import-not-at-top
+  name = config.data.name
+  if image_shape is None:
+    if name not in IMAGE_SHAPES:
+      raise ValueError(f"no image shape known for dataset {name!r}; pass "
+                       f"image_shape (known: {', '.join(IMAGE_SHAPES)})")
+    image_shape = IMAGE_SHAPES[name]
+  kw = config.model.to_dict()
+  if kw.get("num_classes") is None:
+    kw["num_classes"] = NUM_CLASSES[name]
+  model = models.build_model(config.model_name, **kw)
+  x = jax.ShapeDtypeStruct((2, *image_shape), jnp.float32)
+  shapes = jax.eval_shape(
+      lambda: model.init({"params": jax.random.key(0),
+                          "dropout": jax.random.key(1)},
+                         jnp.zeros(x.shape, x.dtype), train=False))
+  return model, shapes
+
+
+def param_count(shapes) -> int:
+  """Number of trainable parameters in ``shapes['params']``."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return int(sum(np.prod(s.shape) for s in
+                 jax.tree.leaves(shapes.get("params", {}))))
+
+
+def dump_json(path: str, obj) -> None:
+  with open(path, "w") as f:
+    json.dump(obj, f, indent=1, sort_keys=True, default=repr)

@@ -1,0 +1,206 @@
+"""The study folders in experiments/: every config builds, reports regenerate.
+
+* Every full-scale and reduced-scale run of every study resolves (sweep
+  declaration checks, ``train.check_keys``, normalizer names) and its model
+  builds with ``jax.eval_shape`` (no data, no training).
+* Each study's report script, fed synthetic ``metrics.jsonl`` workdirs,
+  writes RESULTS.md with mean ± std cells and verdicts that follow the
+  numbers (confirmed when the fake runs agree with the paper, contradicted
+  when they disagree, "not run yet" without runs).
+"""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from softattn import normalizers, studies, train
+from softattn.sweep import declaration
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXP = os.path.join(REPO, "experiments")
+
+# (sweep file, args) for every declared part and scale of every study.
+SPECS = [
+    ("nonlocal/sweep.py", "scale=reduced"),
+    ("nonlocal/sweep.py", "scale=full"),
+    ("nonlocal/sweep.py", "scale=full,dataset=cifar100"),
+    *[("elementwise/sweep.py", f"part={p},scale={s}")
+      for p in ("models", "control", "separate") for s in ("reduced", "full")],
+    ("elementwise/sweep.py", "part=models,scale=full,dataset=cifar10"),
+]
+
+
+def _module(path):
+  spec = importlib.util.spec_from_file_location(
+      "exp_" + path.replace("/", "_").replace(".py", ""),
+      os.path.join(EXP, path))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+  monkeypatch.chdir(REPO)
+
+
+@pytest.mark.parametrize("path,arg", SPECS)
+def test_every_study_config_builds(path, arg):
+  sweep = declaration.load(f"experiments/{path}:{arg}")
+  assert len(sweep.runs) >= 1
+  built = {}
+  for run in sweep.runs:
+    cfg = run.config
+    train.check_keys(cfg)
+    assert cfg.total_steps or cfg.num_epochs
+    assert cfg.data.name in studies.IMAGE_SHAPES
+    if cfg.model.get("normalizer", None):
+      normalizers.get(cfg.model.normalizer)
+    key = json.dumps(cfg.model.to_dict(), sort_keys=True, default=repr) + \
+        cfg.model_name + cfg.data.name
+    if key not in built:
+      _, shapes = studies.build_abstract(cfg)
+      built[key] = studies.param_count(shapes)
+      assert built[key] > 0
+  if "scale=full" in arg and path.startswith("nonlocal"):
+    # The paper's model: PreResNet-56, 3 NL blocks in stage 2.
+    cfg = sweep.runs[-1].config
+    assert cfg.model.depth == 56 and cfg.model.nl_blocks.count == 3
+    assert cfg.num_epochs == 164 and cfg.batch_size == 128
+
+
+def test_elementwise_counts_match_the_paper():
+  from softattn.models.elementwise import PAPER_COUNTS  # pylint: disable=g-import-not-at-top
+  sweep = declaration.load("experiments/elementwise/sweep.py:part=models")
+  seen = {}
+  for run in sweep.runs:
+    v = run.config.model.variant
+    if run.config.model.heads != 1 and run.config.model.skip and v not in seen:
+      seen[v] = studies.param_count(studies.build_abstract(run.config)[1])
+  assert seen == PAPER_COUNTS
+  ctrl = declaration.load("experiments/elementwise/sweep.py:part=control")
+  assert studies.param_count(studies.build_abstract(
+      ctrl.runs[0].config)[1]) == 929_510
+
+
+# ----------------------------------------------------------------------------
+# Synthetic workdirs.
+
+
+def fake_run(run_dir, *, accuracy, loss=0.5, steps=10, train_extra=None,
+             failed_reason=None):
+  """A run directory as the training loop leaves it (done or failed)."""
+  os.makedirs(run_dir, exist_ok=True)
+  with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+    for s in range(1, steps + 1):
+      rec = {"step": s, "split": "train", "loss": loss + 1.0 / s,
+             "accuracy": accuracy, "steps_per_sec": 10.0}
+      rec.update({k: fn(s) for k, fn in (train_extra or {}).items()})
+      f.write(json.dumps(rec) + "\n")
+    if failed_reason is None:
+      f.write(json.dumps({"step": steps, "split": "eval",
+                          "accuracy": accuracy, "loss": loss}) + "\n")
+  status = {"status": "failed", "reason": failed_reason} if failed_reason \
+      else {"status": "done", "step": steps}
+  with open(os.path.join(run_dir, "status.json"), "w") as f:
+    json.dump(status, f)
+
+
+def test_compare_and_stats():
+  a = studies.Stat(5.0, 0.1, 3, 3)
+  b = studies.Stat(6.0, 0.1, 3, 3)
+  assert studies.compare(a, b, claim="a<b").startswith("confirmed")
+  assert studies.compare(a, b, claim="a>b").startswith("contradicted")
+  assert studies.compare(a, b, claim="a=b").startswith("contradicted")
+  c = studies.Stat(5.05, 0.1, 3, 3)
+  assert studies.compare(a, c, claim="a<b").startswith("inconclusive")
+  assert studies.compare(a, c, claim="a=b").startswith("confirmed")
+  assert studies.compare(a, studies.Stat(None, None, 0, 3)) == studies.NOT_RUN
+  assert "1 seed" in studies.Stat(5.0, 0.0, 1, 3).fmt()
+  with pytest.raises(ValueError, match="claim"):
+    studies.compare(a, b, claim="less")
+
+
+def _nonlocal_acc(run):
+  """Fake accuracy: scaled NL better; direction-only hurts NL only."""
+  nl = run.overrides
+  block = nl.get("model.nl_blocks.normalizer")
+  heads = nl.get("model.nl_blocks.heads")
+  acc = 0.80 if heads == 0 else (0.85 if block == "softmax" else 0.87)
+  if nl.get("model.nl_blocks.mode") == "direction" and block == "softmax":
+    acc -= 0.03
+  return acc + 0.001 * run.overrides["seed"]
+
+
+def test_nonlocal_report_from_synthetic_runs(tmp_path):
+  report = _module("nonlocal/report.py")
+  spec = "experiments/nonlocal/sweep.py"
+  sweep = declaration.load(spec)
+  workdir = tmp_path / "runs"
+  for run in sweep.runs:
+    if run.overrides["seed"] == 2 and run.overrides.get(
+        "model.nl_blocks.init") == "he":
+      continue  # a missing seed must show as such
+    fake_run(str(workdir / run.name), accuracy=_nonlocal_acc(run))
+  out = tmp_path / "out"
+  files = report.make_report(str(workdir), str(out), spec, memory=False,
+                             maps=False)
+  text = open(files[0]).read()
+  assert "±" in text and "(n=3)" in text and "1 missing" in text
+  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
+          if l.startswith("| ")}
+  assert "confirmed" in rows["scaled NL error < NL error at 4 head(s)"]
+  assert "confirmed" in rows["direction-only: scaled NL error < NL error"]
+  # Fake runs say He and 0.01 are equal for NL: not what the paper says.
+  assert "inconclusive" in rows["NL: sigma 0.01 beats He"]
+  assert os.path.exists(out / "table3_error.png")
+
+
+def test_reports_without_runs_say_not_run_yet(tmp_path):
+  report = _module("nonlocal/report.py")
+  files = report.make_report(str(tmp_path / "none"), str(tmp_path / "o"),
+                             "experiments/nonlocal/sweep.py", memory=False,
+                             maps=False)
+  text = open(files[0]).read()
+  assert "not run yet" in text and "confirmed" not in text.split(
+      "Verdict rule")[1].replace("confirmed / contradicted", "")
+  ew = _module("elementwise/report.py")
+  files = ew.make_report(str(tmp_path / "none"), str(tmp_path / "o2"),
+                         "experiments/elementwise/sweep.py")
+  text = open(files[0]).read()
+  assert "| B | 33,084 | 33,084 | exact |" in text
+  assert text.count("not run yet") > 10
+
+
+def test_elementwise_report_from_synthetic_runs(tmp_path):
+  ew = _module("elementwise/report.py")
+  spec = "experiments/elementwise/sweep.py"
+  workdir = tmp_path / "runs"
+  for part in ("models", "control", "separate"):
+    sweep = declaration.load(f"{spec}:part={part}")
+    for run in sweep.runs:
+      cfg = run.config
+      d = str(workdir / part / run.name)
+      if part == "models" and cfg.model.bn and cfg.model.layers == 2 \
+          and cfg.model.heads > 1:
+        fake_run(d, accuracy=0.1, failed_reason="NaN/Inf at step 3")
+      elif part == "control":
+        fake_run(d, accuracy=0.88)
+      else:
+        fake_run(d, accuracy=0.81 + 0.002 * run.overrides["seed"],
+                 train_extra={"grad_norm/layer0": lambda s: 0.25})
+  out = tmp_path / "out"
+  files = ew.make_report(str(workdir), str(out), spec)
+  text = open(files[0]).read()
+  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
+          if l.startswith("| ")}
+  assert "confirmed (3/3 seeds collapsed)" in rows[
+      "A (8 heads, 2 layers, BN) collapses"]
+  # E and F got the same accuracies: no difference beyond the spread.
+  assert "inconclusive" in rows["BN hurts at 4 layers: E < F"]
+  assert "confirmed" in rows["more heads do not help: D ~ B"]
+  assert "81.20 ± 0.20 (n=3)" in rows["B"]   # 81.0, 81.2, 81.4
+  assert "0.2500 ± 0.0000 (n=3)" in rows["B"]  # first-layer gradient norm
+  assert os.path.exists(out / "accuracy.png")
