@@ -44,6 +44,11 @@ def test_shapes_and_value_range():
   out = _run("value_range(-1, 1)", np.array([[[0], [255]]], np.uint8))
   np.testing.assert_allclose(out[:, :, 0], [[-1.0, 1.0]])
   assert out.dtype == np.float32
+  out = _run("value_range(0, 1)|standardize((0.5, 0.25), (0.5, 0.25))",
+             np.array([[[0, 255]]], np.uint8))
+  np.testing.assert_allclose(out, [[[-1.0, 3.0]]])
+  with pytest.raises(ValueError, match="positive"):
+    preprocess.parse("standardize(0.5, 0)")
 
 
 def test_central_crop_is_the_center():

@@ -261,6 +261,25 @@ def get_value_range(vmin=-1.0, vmax=1.0, in_min=0.0, in_max=255.0,
   return _image_op(fn)
 
 
+@register("standardize", batchable=True)
+def get_standardize(mean, std):
+  """``(x - mean) / std`` per channel, in the image's current units.
+
+  E.g. CIFAR's ``value_range(0, 1)|standardize((0.4914, 0.4822, 0.4465),
+  (0.2470, 0.2435, 0.2616))``; ``mean``/``std`` are numbers or per-channel
+  tuples.
+  """
+  mean_t = tf.constant(mean, tf.float32)
+  std_t = tf.constant(std, tf.float32)
+  if not bool(tf.reduce_all(std_t > 0)):
+    raise ValueError(f"standardize std must be positive, got {std!r}")
+
+  def fn(image, seed):
+    del seed
+    return (tf.cast(image, tf.float32) - mean_t) / std_t
+  return _image_op(fn)
+
+
 @register("to_rgb", batchable=True)
 def get_to_rgb():
   """Repeats a single channel three times (grayscale data into RGB models)."""
