@@ -15,7 +15,8 @@ the batches an uninterrupted run would have seen from step ``k`` on. Epoch
   split is decoded once; epoch ``e`` is a full random permutation drawn by
   ``tf.random.experimental.index_shuffle`` (random access, so resuming costs
   nothing). When ``pp_train`` has no per-example op left after moving its
-  trailing ``value_range``/``to_rgb`` to the batch, a batch is one gather.
+  trailing ``value_range``/``standardize``/``to_rgb`` to the batch, a batch
+  is one gather.
 * Streamed (otherwise, e.g. ImageNet): records are read in their stored order
   (TFDS wrote them in a hashed, random order, so the stream is shuffled on
   disk already) through a shuffle buffer seeded per epoch; a full permutation

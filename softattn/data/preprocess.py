@@ -115,8 +115,9 @@ def parse_split(spec: str | None) -> tuple[Op | None, Op]:
   """``parse(spec)`` as ``(per-example part, per-batch part)``.
 
   The per-batch part is the longest trailing run of batchable ops
-  (``value_range``, ``to_rgb``); running them on the batch gives the same
-  result as ``parse(spec)`` per example, with less per-example work. The
+  (``value_range``, ``standardize``, ``to_rgb``); running them on the batch
+  gives the same result as ``parse(spec)`` per example, with less
+  per-example work. The
   per-example part is None when nothing is left for it.
   """
   texts = _texts(spec)
