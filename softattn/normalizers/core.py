@@ -77,14 +77,29 @@ def _valid_mask(scores: jax.Array, mask) -> jax.Array:
         f"{scores.shape}; give a mask broadcastable to [..., n_keys].") from None
 
 
-def row_stats(s: jax.Array, valid: jax.Array, needs: str) -> RowStats:
-  """Count, mean and biased variance of ``s`` over ``valid`` keys (last axis)."""
-  n = jnp.sum(valid, axis=-1, keepdims=True).astype(s.dtype)
+def masked(valid, x, fill):
+  """``where(valid, x, fill)``; ``valid=None`` means every key is valid.
+
+  The unmasked case skips the selects entirely rather than relying on XLA to
+  fold an all-true mask: it is the hot path of every model without padding.
+  """
+  return x if valid is None else jnp.where(valid, x, fill)
+
+
+def row_stats(s: jax.Array, valid: jax.Array | None, needs: str) -> RowStats:
+  """Count, mean and biased variance of ``s`` over ``valid`` keys (last axis).
+
+  ``valid=None`` means all keys are valid.
+  """
+  if valid is None:
+    n = jnp.full(s.shape[:-1] + (1,), s.shape[-1], s.dtype)
+  else:
+    n = jnp.sum(valid, axis=-1, keepdims=True).astype(s.dtype)
   if needs != "moments":
     return RowStats(n)
   safe_n = jnp.maximum(n, 1.0)
-  mean = jnp.sum(jnp.where(valid, s, 0.0), axis=-1, keepdims=True) / safe_n
-  centered = jnp.where(valid, s - mean, 0.0)
+  mean = jnp.sum(masked(valid, s, 0.0), axis=-1, keepdims=True) / safe_n
+  centered = masked(valid, s - mean, 0.0)
   var = jnp.sum(centered * centered, axis=-1, keepdims=True) / safe_n
   return RowStats(n, mean, var)
 
@@ -115,30 +130,30 @@ def safe_denominator(den: jax.Array, eps: float) -> jax.Array:
 def exp_weights(t, valid, upper=None):
   """``softmax(t)`` over valid keys; ``upper`` is a known bound on ``t``."""
   if upper is None:
-    m = jnp.max(jnp.where(valid, t, -jnp.inf), axis=-1, keepdims=True)
+    m = jnp.max(masked(valid, t, -jnp.inf), axis=-1, keepdims=True)
     m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
   else:
     m = upper
   # Masked entries are replaced before exp so that neither the value nor its
   # gradient can be Inf/NaN there (the "double where" pattern).
-  e = jnp.where(valid, jnp.exp(jnp.where(valid, t, m) - m), 0.0)
+  e = masked(valid, jnp.exp(masked(valid, t, m) - m), 0.0)
   den = jnp.sum(e, axis=-1, keepdims=True)
   return e / jnp.where(den > 0, den, 1.0)
 
 
 def ratio_weights(g, valid, eps):
-  g = jnp.where(valid, g, 0.0)
+  g = masked(valid, g, 0.0)
   return g / safe_denominator(jnp.sum(g, axis=-1, keepdims=True), eps)
 
 
 def softpick_weights(t, valid, eps):
   # relu(e^t - 1) / (sum |e^t - 1| + eps), numerator and denominator both
   # multiplied by e^-m with m = max(row max, 0) so nothing overflows.
-  m = jnp.max(jnp.where(valid, t, -jnp.inf), axis=-1, keepdims=True)
+  m = jnp.max(masked(valid, t, -jnp.inf), axis=-1, keepdims=True)
   m = jax.lax.stop_gradient(jnp.maximum(m, 0.0))
-  e = jnp.exp(jnp.where(valid, t, 0.0) - m) - jnp.exp(-m)
-  num = jnp.where(valid, jax.nn.relu(e), 0.0)
-  den = jnp.sum(jnp.where(valid, jnp.abs(e), 0.0), axis=-1, keepdims=True)
+  e = jnp.exp(masked(valid, t, 0.0) - m) - jnp.exp(-m)
+  num = masked(valid, jax.nn.relu(e), 0.0)
+  den = jnp.sum(masked(valid, jnp.abs(e), 0.0), axis=-1, keepdims=True)
   return num / (den + eps * jnp.exp(-m))
 
 
@@ -252,18 +267,20 @@ class Normalizer:
     """Weights for ``scores`` (last axis = keys); see the class docstring."""
     scores = jnp.asarray(scores)
     p = self.resolve(params, head_dim)
-    valid = _valid_mask(scores, mask)
+    valid = None if mask is None else _valid_mask(scores, mask)
     s = scores.astype(_compute_dtype(scores.dtype))
     # Masked scores may be -inf or NaN (e.g. from a bias); they must not leak
     # into statistics, transforms or gradients.
-    s = jnp.where(valid, s, 0.0)
+    s = masked(valid, s, 0.0)
     if self.mode == "rowwise":
+      if valid is None:
+        valid = jnp.ones(s.shape, bool)
       w = self.row_fn(s, valid, **p)
     else:
       stats = row_stats(s, valid, self.needs)
       t = self.transform(s, stats, **p)
       w = self.weights_from_transform(t, valid, p)
-    return jnp.where(valid, w, 0.0).astype(scores.dtype)
+    return masked(valid, w, 0.0).astype(scores.dtype)
 
   def weights_from_transform(self, t, valid, p):
     if self.mode == "exp":
@@ -273,7 +290,7 @@ class Normalizer:
       return ratio_weights(t, valid, p[self.eps_param])
     if self.mode == "softpick":
       return softpick_weights(t, valid, p[self.eps_param])
-    return jnp.where(valid, t, 0.0)  # pointwise
+    return masked(valid, t, 0.0)  # pointwise
 
   def __repr__(self):
     if not self.params:
