@@ -184,8 +184,9 @@ def test_auto_rule():
   assert pick("scaled", mask=key_mask) == "linear"
   assert pick("scaled", causal=True) == "chunked"
   assert pick("scaled", shape=(1, 1, 16, 16)) == "dense"   # n < d: quadratic wins
-  assert pick("softmax") == "chunked"                     # 4 GiB of scores
+  assert pick("softmax") == "chunked"                     # long sequences
   assert pick("softmax", shape=(2, 2, 256, 256)) == "dense"
+  assert pick("softmax", shape=(4096, 12, 197, 197)) == "dense"  # big batch
   assert pick("sparsemax") == "dense"                     # cannot stream
 
 
