@@ -45,9 +45,10 @@ class NLConfig:
       ``NonLocalBlock2D``.
 
   Placement (*inferred*; the paper says only "inserted in the second residual
-  stage"): evenly spaced, after blocks ``floor((j+1) n / (count+1)) - 1`` for
-  ``j < count`` of the stage's ``n`` blocks (PreResNet-56, n=9: after blocks
-  1, 3, 5, i.e. every other block as Wang et al. did in ResNet).
+  stage"): one NL block after the middle block of each of ``count`` equal
+  segments of the stage's ``n`` blocks, i.e. after blocks
+  ``floor((2j+1) n / (2 count))``, ``j < count`` (PreResNet-56, n=9: after
+  blocks 1, 4, 7; always distinct since ``count <= n``).
   """
   count: int = 3
   stage: int = 2
@@ -86,8 +87,8 @@ class NLConfig:
     if self.count > n_blocks:
       raise ValueError(f"nl_blocks.count={self.count} exceeds the {n_blocks} "
                        f"blocks of stage {self.stage}")
-    return {(j + 1) * n_blocks // (self.count + 1) - 1 for j in
-            range(self.count)}
+    return {(2 * j + 1) * n_blocks // (2 * self.count)
+            for j in range(self.count)}
 
   def block(self, normalizer, dtype, name):
     return NonLocalBlock2D(
