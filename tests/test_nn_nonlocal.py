@@ -75,11 +75,17 @@ def test_inits_and_subsampling():
     NonLocalBlock2D(heads=3).init(jax.random.key(0), X)
 
 
-def test_bf16_forward():
-  m = NonLocalBlock2D(heads=2, normalizer="scaled", dtype=jnp.bfloat16)
+@pytest.mark.parametrize("normalizer", ["scaled", "softmax"])
+def test_bf16_forward_jitted(normalizer):
+  # bf16 parameters and inputs, as a bf16 compute_dtype run casts them.
+  m = NonLocalBlock2D(heads=2, normalizer=normalizer, dtype=jnp.bfloat16)
   v = _nonzero_bn(m.init(jax.random.key(0), X))
-  y = m.apply(v, X.astype(jnp.bfloat16))
+  vb = jax.tree.map(lambda a: a.astype(jnp.bfloat16), v)
+  y = jax.jit(m.apply)(vb, X.astype(jnp.bfloat16))
   assert y.dtype == jnp.bfloat16 and bool(jnp.all(jnp.isfinite(y)))
+  ref = jax.jit(NonLocalBlock2D(heads=2, normalizer=normalizer).apply)(v, X)
+  np.testing.assert_allclose(np.asarray(y, np.float32), ref, atol=0.1,
+                             rtol=0.05)
 
 
 def test_position_encoding_distinguishes_positions():
