@@ -7,9 +7,9 @@ index in the i21k label space: ``i1k_indices(i21k_wnids)`` builds this table
 from the two WordNet-id lists. The i1k list ships with TFDS
 (``imagenet2012/labels.txt``, in TFDS's label order); the i21k list is the
 one the user's i21k dataset was built with (one wnid per line, label order;
-set ``config.eval.i21k_wnids_file``). When the file is not given, the ordering
-big_vision's ``imagenet21k`` uses is assumed: the 21,843 fall11 wnids sorted,
-and the user must then provide that sorted list anyway, so we require it.
+set ``config.eval.i21k_wnids_file``; for big_vision's ``imagenet21k`` that
+is the 21,843 fall11 wnids, sorted). TFDS ships no i21k list, so the file is
+required rather than guessed.
 """
 
 from __future__ import annotations

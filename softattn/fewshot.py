@@ -12,7 +12,8 @@ top-1 accuracy, averaged over seeds.
 ``W = X^T (X X^T + l2 I)^-1 Y``, since ``k * classes`` is usually smaller
 than the feature width. The l2 strength is a config value (``l2_reg``,
 default 2**10 over the standardised features, *inferred*: big_vision picks
-it from a grid on held-out data; pass a list to ``l2_regs`` to report the best).
+it from a grid on held-out data; a list in ``l2_regs`` reports the best one
+*on the test split*, which is optimistic - prefer a single value).
 """
 
 from __future__ import annotations
