@@ -195,6 +195,32 @@ def compare(a: Stat, b: Stat, *, claim: str = "a<b") -> str:
   return f"{word} (diff {diff:+.3g}, spread {spread:.3g})"
 
 
+def compare_gaps(a1: Stat, a0: Stat, b1: Stat, b0: Stat, *,
+                 claim: str = "a>b") -> str:
+  """Verdict on ``(a1 - a0) > (b1 - b0)`` (``claim='a>b'``) or ``<``.
+
+  E.g. "removing weight decay costs softmax more than NSM": ``a`` softmax,
+  ``b`` NSM, ``1`` with and ``0`` without weight decay. The spread is the
+  four stats' stds in quadrature.
+  """
+  if claim not in ("a<b", "a>b"):
+    raise ValueError(f"claim must be 'a<b' or 'a>b', got {claim!r}")
+  stats = (a1, a0, b1, b0)
+  if any(s.n == 0 for s in stats):
+    return NOT_RUN
+  ga, gb = a1.mean - a0.mean, b1.mean - b0.mean
+  if any(s.n < 2 for s in stats):
+    return (f"inconclusive (fewer than 2 seeds finished; gaps {ga:+.3g} vs "
+            f"{gb:+.3g})")
+  spread = math.sqrt(sum(s.std ** 2 for s in stats))
+  if abs(ga - gb) <= spread:
+    return (f"inconclusive (gaps {ga:+.3g} vs {gb:+.3g}, within spread "
+            f"{spread:.3g})")
+  ok = ga > gb if claim == "a>b" else ga < gb
+  return (f"{'confirmed' if ok else 'contradicted'} (gaps {ga:+.3g} vs "
+          f"{gb:+.3g}, spread {spread:.3g})")
+
+
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
   """A GitHub markdown table; cells are ``str``-ed, ``|`` escaped."""
   cell = lambda x: str(x).replace("|", "\\|")
@@ -285,6 +311,13 @@ def plot_bars(path: str, groups: Mapping[str, Stat], *, title: str = "",
   return path
 
 
+def image(path: str | None, alt: str) -> str:
+  """Markdown for a plot next to RESULTS.md, or a note when none was made."""
+  if not path:
+    return f"({alt}: plotted once runs have finished)"
+  return f"![{alt}]({os.path.basename(path)})"
+
+
 def write_results(path: str, sections: Sequence[str]) -> str:
   """Joins markdown sections into ``path`` (a generated file: say so)."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -325,6 +358,18 @@ def param_count(shapes) -> int:
   import jax  # pylint: disable=g-import-not-at-top
   return int(sum(np.prod(s.shape) for s in
                  jax.tree.leaves(shapes.get("params", {}))))
+
+
+def load_module(path: str):
+  """A study's ``sweep.py`` as a module (its lists of normalizers etc.),
+  under a name unique to its path so two studies' files never collide."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  name = "softattn_study_" + os.path.abspath(path).replace(os.sep, "_") \
+      .replace(".", "_").replace("-", "_")
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def dump_json(path: str, obj) -> None:

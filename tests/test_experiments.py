@@ -29,6 +29,12 @@ SPECS = [
     *[("elementwise/sweep.py", f"part={p},scale={s}")
       for p in ("models", "control", "separate") for s in ("reduced", "full")],
     ("elementwise/sweep.py", "part=models,scale=full,dataset=cifar10"),
+    *[("normsoftmax/sweep.py", f"part={p},scale={s}")
+      for p in ("attention", "loss") for s in ("reduced", "full")],
+    ("relu_attention/sweep.py", "scale=reduced"),
+    ("relu_attention/sweep.py", "scale=full"),
+    ("periodic/sweep.py", "scale=reduced"),
+    ("periodic/sweep.py", "scale=full"),
 ]
 
 
@@ -56,9 +62,14 @@ def test_every_study_config_builds(path, arg):
     train.check_keys(cfg)
     assert cfg.total_steps or cfg.num_epochs
     assert cfg.data.name in studies.IMAGE_SHAPES
-    if cfg.model.get("normalizer", None):
-      normalizers.get(cfg.model.normalizer)
-    key = json.dumps(cfg.model.to_dict(), sort_keys=True, default=repr) + \
+    model = cfg.model.to_dict()
+    if model.get("normalizer"):
+      normalizers.get(model["normalizer"])
+      # Normalizers of one family build the same parameters: build one.
+      model["normalizer"] = model["normalizer"].split("(")[0] + (
+          "(" + model["normalizer"] if "prenorm" in model["normalizer"]
+          else "")
+    key = json.dumps(model, sort_keys=True, default=repr) + \
         cfg.model_name + cfg.data.name
     if key not in built:
       _, shapes = studies.build_abstract(cfg)
@@ -204,3 +215,95 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
   assert "81.20 ± 0.20 (n=3)" in rows["B"]   # 81.0, 81.2, 81.4
   assert "0.2500 ± 0.0000 (n=3)" in rows["B"]  # first-layer gradient norm
   assert os.path.exists(out / "accuracy.png")
+
+
+def _fake_sweep(spec, workdir, acc_fn, fail_fn=lambda run: None,
+                extra_fn=lambda run: None):
+  for run in declaration.load(spec).runs:
+    fake_run(str(workdir / run.name), accuracy=acc_fn(run),
+             failed_reason=fail_fn(run), train_extra=extra_fn(run))
+
+
+def test_normsoftmax_report_from_synthetic_runs(tmp_path):
+  rep = _module("normsoftmax/report.py")
+  spec = "experiments/normsoftmax/sweep.py"
+
+  def acc(run):   # NSM-inf ahead at short budgets, equal at the longest
+    o, seed = run.overrides, run.overrides["seed"]
+    norm = o.get("model.normalizer")
+    short = o.get("total_steps") == 50
+    bonus = 0.05 if (norm == "normsoftmax(gamma=inf)" and short) else 0.0
+    if norm == "normsoftmax(gamma=1)":
+      bonus = -0.1
+    return 0.8 + bonus + 0.002 * seed
+
+  entropy = {"diag/Transformer/encoderblock_0/attn_entropy":
+             lambda s: 2.0 + 0.1 * s}
+  _fake_sweep(f"{spec}:part=attention", tmp_path / "runs" / "attention",
+              acc, extra_fn=lambda run: entropy)
+  _fake_sweep(f"{spec}:part=loss", tmp_path / "runs" / "loss",
+              lambda run: 0.7 + 0.002 * run.overrides["seed"])
+  files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
+                          spec)
+  text = open(files[0]).read()
+  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
+          if l.startswith("| ")}
+  assert "confirmed" in rows["at the shortest budget (50 steps) nsm-inf > sm"]
+  assert "confirmed" in rows["at the longest budget nsm-inf ~ sm"]
+  assert "confirmed" in rows["nsm-1 is much worse than sm"]
+  assert "inconclusive" in rows["short training: nsm-inf loss > softmax loss"]
+  assert "(n=2)" in rows["nsm-1"]           # variants have 2 seeds
+  assert os.path.exists(tmp_path / "out" / "entropy.png")
+
+
+def test_relu_attention_report_from_synthetic_runs(tmp_path):
+  rep = _module("relu_attention/report.py")
+  spec = "experiments/relu_attention/sweep.py"
+
+  def acc(run):   # accuracy grows with alpha; softmax equals relu/n
+    norm = run.overrides["model.normalizer"]
+    alpha = 1.0 if norm == "softmax" else float(
+        norm.split("alpha=")[1].split(",")[0])
+    return 0.7 + 0.1 * alpha + 0.002 * run.overrides["seed"]
+
+  _fake_sweep(spec, tmp_path / "runs", acc,
+              extra_fn=lambda run: None)
+  files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
+                          spec)
+  text = open(files[0]).read()
+  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
+          if l.startswith("| ")}
+  assert "confirmed (6/6" in rows[
+      "small: best alpha is close to 1 (>= 0.75) for most h"]
+  assert "confirmed" in rows["small: relu/n (alpha 1) > relu (alpha 0)"]
+  assert "confirmed" in rows["medium: relu/n ~ softmax"]
+  verdicts = [l.rsplit("|", 2)[-2] for l in rows.values()]
+  assert not any("contradicted" in v for v in verdicts)
+
+
+def test_periodic_report_from_synthetic_runs(tmp_path):
+  rep = _module("periodic/report.py")
+  spec = "experiments/periodic/sweep.py"
+
+  def acc(run):
+    norm = run.overrides["model.normalizer"]
+    if norm in ("cos_max", "siren_max"):
+      return 0.1
+    return (0.85 if "sin" in norm else 0.80) + 0.002 * run.overrides["seed"]
+
+  def fail(run):
+    return ("NaN/Inf loss at step 7" if run.overrides["model.normalizer"] in
+            ("sin_max_constant", "sin2_max") else None)
+
+  _fake_sweep(spec, tmp_path / "runs", acc, fail)
+  files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
+                          spec)
+  text = open(files[0]).read()
+  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
+          if l.startswith("| ")}
+  assert "confirmed (9/9 runs broke down)" in rows[
+      "sin_max_constant, cos_max, sin2_max break down early"]
+  assert "confirmed" in rows["depth 2: sin_softmax > softmax"]
+  assert "contradicted" in rows["depth 1: prenorm(softmax) > softmax"] or \
+      "inconclusive" in rows["depth 1: prenorm(softmax) > softmax"]
+  assert "yes (1/1; at step 7)" in text

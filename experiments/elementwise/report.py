@@ -140,6 +140,7 @@ def _acc_verdict_collapse(runs, expect: bool):
 
 
 def make_report(workdir, out, spec=SPEC, scale="reduced", extra=()):
+  os.makedirs(out, exist_ok=True)
   parts_args = {p: f"part={p},scale={scale}" for p in PARTS}
   by_part = {p: studies.collect(f"{spec}:{parts_args[p]}",
                                 os.path.join(workdir, p), extra)

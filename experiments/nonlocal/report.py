@@ -230,6 +230,7 @@ def plot_maps(path, maps):
 
 
 def make_report(workdir, out, spec=SPEC, memory=True, maps=True, extra=()):
+  os.makedirs(out, exist_ok=True)
   runs = studies.collect(spec, workdir, extra)
   files = []
   setting = ("PreResNet-20 + 2 NL blocks x 4 heads in stage 2 (8x8, 32 "
@@ -294,6 +295,7 @@ inconclusive when within it."""
       title="Test error vs heads (Fashion-MNIST, reduced)",
       ylabel="test error %")
   files.append(p)
+  t3 += "\n\n" + studies.image(p, "test error vs heads")
 
   # Table 3: memory and step time.
   mem_text = ("Not computed (`--no_memory`): run the report without it to "
@@ -358,8 +360,11 @@ inconclusive when within it."""
               studies.compare(t1["scaled", "direction"],
                               t1["softmax", "direction"], claim="a<b")])
   ver.append(["direction-only hurts NL more than scaled NL "
-              "(dir - base gap)", "NL +0.28/+0.32, scaled +0.03/+0.15",
-              _gap_verdict(t1)])
+              "(dir - base error gap)", "NL +0.28/+0.32, scaled +0.03/+0.15",
+              studies.compare_gaps(
+                  t1["softmax", "direction"], t1["softmax", "base"],
+                  t1["scaled", "direction"], t1["scaled", "base"],
+                  claim="a>b")])
   ver.append(["magnitude-only: scaled NL ~ NL", "5.83 vs 5.76",
               studies.compare(t1["scaled", "magnitude"],
                               t1["softmax", "magnitude"], claim="a=b")])
@@ -418,7 +423,7 @@ inconclusive when within it."""
     else:
       v = studies.NOT_RUN
     fig_text = (
-        "![attention maps](attention_maps.png)\n\n"
+        studies.image(p, "attention maps") + "\n\n"
         "Statistic: mean over keys of the variance across queries, divided "
         "by the mean over queries of the variance across keys, of the first "
         "NL block's HW x HW weights (4 test images, all heads, seed-0 "
@@ -448,21 +453,6 @@ inconclusive when within it."""
   results = studies.write_results(os.path.join(out, "RESULTS.md"),
                                   [head, t3, t3b, tab1, tab2, fig, notes])
   return [results] + [f for f in files if f]
-
-
-def _gap_verdict(t1):
-  a = t1["softmax", "direction"], t1["softmax", "base"]
-  b = t1["scaled", "direction"], t1["scaled", "base"]
-  if any(s.n == 0 for s in (*a, *b)):
-    return studies.NOT_RUN
-  gap_nl = a[0].mean - a[1].mean
-  gap_sc = b[0].mean - b[1].mean
-  spread = np.sqrt(sum(s.std ** 2 for s in (*a, *b)))
-  if abs(gap_nl - gap_sc) <= spread:
-    return (f"inconclusive (gaps NL {gap_nl:+.2f}, scaled {gap_sc:+.2f}, "
-            f"spread {spread:.2f})")
-  word = "confirmed" if gap_nl > gap_sc else "contradicted"
-  return f"{word} (gaps NL {gap_nl:+.2f}, scaled {gap_sc:+.2f})"
 
 
 def main(argv=None):

@@ -33,10 +33,9 @@ three tables. Reduced: 17 settings x 3 seeds = 51 runs.
 
 (``bash experiments/nonlocal/run.sh`` runs the first two.)
 
-Note on placement: ``NLConfig.positions`` puts ``count`` blocks after blocks
-``(j+1)n//(count+1)-1``; with n=3 blocks per stage and count=3 the first
-index is -1 and only 2 blocks would be inserted, so the reduced scale asks
-for 2 explicitly.
+Note on placement: PreResNet-20's stage 2 has 3 blocks; the reduced scale
+inserts 2 NL blocks (``count=2``), which every placement rule of
+``NLConfig.positions`` spreads over 2 distinct blocks.
 
 Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
 (full: cifar10|cifar100), ``seeds`` (default 3 reduced / 10 full),

@@ -1,0 +1,172 @@
+r"""NormSoftmax study (Jiang et al. 2023): acceleration, robustness, variants, loss.
+
+Paper: ``../shared/papers/normsoftmax-jiang2023.txt``; setup:
+``../shared/spec/experiments.md``. Two parts (``part=``), because the loss
+study trains a different model:
+
+* ``part=attention`` (default): a ViT with softmax / NSM(gamma=sqrt(d)) /
+  NSM(gamma=inf) attention (the NormSoftmax family drops the 1/sqrt(d)
+  scale, ``Normalizer.default_scale``):
+
+  - Fig. 3a "acceleration": the three at several training budgets;
+  - Fig. 3b robustness: softmax and NSM-inf without weight decay;
+  - Table 1 variants at the longest budget: f1 (learnable w,
+    ``normsoftmax_learnable``), f2 (``normsoftmax_inverse(gamma=sqrt_d)``),
+    NSM gamma 1, sqrt(d)/2, 2 sqrt(d), LogitNorm (tau = n^-1/2);
+  - Figs. 2a/4 diagnostics: every run logs the per-layer std of the
+    softmax input and the attention entropy (``config.diagnostics``).
+
+* ``part=loss``: NormSoftmax in the cross-entropy loss
+  (``loss.name=normsoftmax_xent``, gamma 1 and inf) vs softmax
+  cross-entropy, on a ResNet.
+
+Scales:
+
+* ``scale=full``: the paper's ViT on CIFAR-10 (``configs/cifar10_vit.py``:
+  256 wide, depth 8, 8 heads of 32, AdamW 1e-3 wd 0.1, batch 100, 5 warmup
+  epochs, label smoothing, mixup/cutmix, TrivialAugment, random erasing),
+  budgets 10/25/50/100 epochs (*inferred*: Fig. 3a's x-axis values are not
+  in the text), variants and no-wd at 100 epochs; loss part: ResNet-50 on
+  ImageNet (``configs/imagenet_resnet50.py``: SGDM batch 8192, lr 3.2, 5
+  warmup epochs) at 20/45/90/180 epochs. ``seeds`` default 1.
+* ``scale=reduced`` (default; this CPU): Fashion-MNIST. ViT width 64, depth
+  4, 4 heads of 16, patch 4 (49 tokens), batch 128, AdamW 1e-3 wd 0.1,
+  10 % warmup + cosine, label smoothing 0.1, no augmentation; budgets
+  50/100/200 steps x 3 seeds, no-wd at 200 x 3 seeds, variants at 200 x 2
+  seeds (~6,800 ViT steps, about an hour on 2 cores with evaluation).
+  Loss part: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3 seeds.
+
+  python -m softattn.sweep run experiments/normsoftmax/sweep.py --workdir=workdirs/normsoftmax/attention
+  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss --workdir=workdirs/normsoftmax/loss
+  python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax
+
+Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``.
+"""
+
+from ml_collections import config_dict
+
+from softattn import configlib, train
+from softattn.sweep import declaration, grid
+
+SM, NSM_SQRT, NSM_INF = ("softmax", "normsoftmax(gamma=sqrt_d)",
+                         "normsoftmax(gamma=inf)")
+MAIN = [SM, NSM_SQRT, NSM_INF]
+VARIANTS = ["normsoftmax_learnable", "normsoftmax_inverse(gamma=sqrt_d)",
+            "normsoftmax(gamma=1)", "normsoftmax(gamma=0.5*sqrt_d)",
+            "normsoftmax(gamma=2*sqrt_d)", "logitnorm"]
+PARTS = ("attention", "loss")
+
+
+def _arg(arg):
+  a = configlib.parse_arg(arg, part="attention", scale="reduced", seeds=0,
+                          variant_seeds=0)
+  if a.part not in PARTS:
+    raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
+  if a.scale not in ("reduced", "full"):
+    raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
+  full = a.scale == "full"
+  a.seeds = a.seeds or (1 if full else 3)
+  a.variant_seeds = a.variant_seeds or (a.seeds if full else 2)
+  return a
+
+
+def _budgets(a):
+  """(length field, values) of the acceleration sweep."""
+  if a.part == "loss":
+    return ("num_epochs", [20, 45, 90, 180]) if a.scale == "full" else \
+        ("total_steps", [150])
+  return ("num_epochs", [10, 25, 50, 100]) if a.scale == "full" else \
+      ("total_steps", [50, 100, 200])
+
+
+def _reduced_vit():
+  c = declaration.config_from_file("../../configs/quickstart.py",
+                                   "steps=200,batch=128,width=64,depth=4",
+                                   relative_to=__file__)
+  c.optimizer.weight_decay = 0.1
+  c.schedule.base_lr = 1e-3
+  c.loss.label_smoothing = 0.1
+  c.log_every = 10
+  c.eval_every = 50
+  c.checkpoint_every = 200
+  c.keep_checkpoints = 1
+  c.diagnostics = True    # score std / entropy per layer: Figs. 2a and 4
+  return c
+
+
+def _reduced_resnet():
+  c = train.default_config()
+  c.total_steps = 150
+  c.batch_size = 64
+  c.data.name = "fashion_mnist"
+  c.data.data_dir = config_dict.placeholder(str)
+  c.data.train_split, c.data.eval_split = "train", "test"
+  c.data.pp_train = "resize(16)|flip_lr|value_range(-1, 1)"
+  c.data.pp_eval = "resize(16)|value_range(-1, 1)"
+  c.data.shuffle_buffer = 10_000
+  c.data.cache = True
+  c.model_name = "preresnet"
+  c.model.depth = 20
+  c.optimizer.name = "sgd"
+  c.optimizer.momentum = 0.9
+  c.optimizer.nesterov = False
+  c.optimizer.weight_decay = 1e-4
+  c.schedule.name = "warmup_cosine"
+  c.schedule.base_lr = 0.1
+  c.schedule.warmup_steps = 10
+  c.log_every = 10
+  c.eval_every = 50
+  c.checkpoint_every = 150
+  c.keep_checkpoints = 1
+  c.diagnostics = False
+  c.eval.batch_size = 1000
+  return c
+
+
+def get_config(arg=None):
+  a = _arg(arg)
+  full = a.scale == "full"
+  if a.part == "attention":
+    if full:
+      c = declaration.config_from_file("../../configs/cifar10_vit.py",
+                                       relative_to=__file__)
+      c.diagnostics = True
+    else:
+      c = _reduced_vit()
+  else:
+    if full:
+      c = declaration.config_from_file("../../configs/imagenet_resnet50.py",
+                                       "loss=softmax_xent,gamma=inf",
+                                       relative_to=__file__)
+    else:
+      c = _reduced_resnet()
+    c.loss.name = "softmax_xent"
+    c.loss.gamma = float("inf")
+  return c
+
+
+def get_sweep(arg=None):
+  a = _arg(arg)
+  field, budgets = _budgets(a)
+  seeds = grid.sweep("seed", list(range(a.seeds)))
+  longest = grid.fixed(field, budgets[-1])
+  if a.part == "loss":
+    losses = [{"loss.name": "softmax_xent"},
+              {"loss.name": "normsoftmax_xent", "loss.gamma": 1.0},
+              {"loss.name": "normsoftmax_xent", "loss.gamma": float("inf")}]
+    return grid.product(losses, grid.sweep(field, budgets), seeds)
+  if field == "total_steps":   # warmup and eval cadence follow the budget
+    lengths = [{"total_steps": s, "schedule.warmup_steps": max(s // 10, 1),
+                "eval_every": s // 4} for s in budgets]
+  else:
+    lengths = grid.sweep(field, budgets)
+  accel = grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)
+  no_wd = grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]),
+                       [dict(lengths[-1])] if field == "total_steps"
+                       else longest,
+                       grid.fixed("optimizer.weight_decay", 0.0), seeds)
+  variants = grid.product(
+      grid.sweep("model.normalizer", VARIANTS),
+      [dict(lengths[-1])] if field == "total_steps" else longest,
+      grid.sweep("seed", list(range(a.variant_seeds))))
+  return grid.chain(accel, no_wd, variants)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The reduced-scale periodic study (experiments/periodic/sweep.py):
+# LeViT demo at depth 1/2/4, periodic normalizers and their prenorm versions, break-downs, on Fashion-MNIST; about an hour on 2 CPU cores. Then RESULTS.md and
+# the plots in experiments/periodic/ (or $OUT).
+#
+#   bash experiments/periodic/run.sh                   # everything
+#   bash experiments/periodic/run.sh --parallel=2      # args go to `sweep run`
+#   WORKDIR=/tmp/x OUT=/tmp/x_out bash experiments/periodic/run.sh \
+#       --set total_steps=3 --only '*seed-0'      # smoke test
+#
+# Interrupt at will: rerunning skips finished runs and resumes the others.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STUDY=periodic
+WORKDIR="${WORKDIR:-workdirs/$STUDY}"
+OUT="${OUT:-experiments/$STUDY}"
+python -m softattn.data prepare fashion_mnist
+status=0
+python -m softattn.sweep run "experiments/$STUDY/sweep.py" \
+  --workdir="$WORKDIR" "$@" || status=$?
+# Report whatever finished; unfinished runs show as missing seeds.
+python "experiments/$STUDY/report.py" --workdir="$WORKDIR" --out="$OUT" \
+  ${REPORT_ARGS:-}
+exit "$status"
