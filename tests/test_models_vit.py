@@ -92,6 +92,12 @@ def test_scan_matches_unrolled_layers():
   np.testing.assert_allclose(jax.jit(loop.apply)(v, X),
                              jax.jit(scan.apply)({"params": p}, X),
                              rtol=1e-5, atol=1e-5)
+  # Diagnostics are stacked per layer under scan.
+  _, st = jax.jit(lambda p: scan.apply({"params": p}, X,
+                                       mutable=["diagnostics"]))(p)
+  d = st["diagnostics"]["Transformer"]["encoderblock"][
+      "MultiHeadDotProductAttention_0"]
+  assert d["attn_entropy"][0].shape == (3,)
   # The scanned model trains: gradients flow through remat + scan.
   g = jax.jit(jax.grad(lambda p: scan.apply({"params": p}, X).sum()))(p)
   assert float(jnp.abs(g["Transformer"]["encoderblock"]["MlpBlock_0"][
