@@ -233,7 +233,9 @@ def _linear(query, key, value, norm, p, mask, scale):
     km = jnp.broadcast_to(mask, (mask.shape[0], mask.shape[1], 1, lk))[:, :, 0]
     n = jnp.sum(km, axis=-1).astype(f32)[..., None, None]  # [B|1, H|1, 1, 1]
     kv_key = jnp.where(jnp.transpose(km, (0, 2, 1))[..., None], key, 0)
-  kv = jnp.einsum("bkhd,bkhe->bhde", kv_key, value, preferred_element_type=f32)
+  # In the compute dtype throughout: this path costs O(L d^2), and XLA:CPU
+  # has no bf16 x bf16 -> f32 dot thunk for some multi-head shapes.
+  kv = jnp.einsum("bkhd,bkhe->bhde", kv_key.astype(f32), value.astype(f32))
   out = jnp.einsum("bqhd,bhde->bqhe", query.astype(f32), kv)
   coef = norm.linear_coef(jnp.maximum(n, 1.0), **p) * scale  # [B, H, 1, 1]
   coef = jnp.where(n > 0, coef, 0.0)
