@@ -34,8 +34,7 @@ def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path, capsys,
                                                           monkeypatch):
   workdir = str(tmp_path / "sweep")
   cmd = [sys.executable, "-m", "softattn.sweep", "run",
-         "configs/sweeps/smoke.py", "--mock_data", "--workdir", workdir,
-         "--parallel", "2"]
+         "configs/sweeps/smoke.py", "--mock_data", "--workdir", workdir]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", SOFTATTN_MOCK_EXAMPLES="32",
              # The resumed run and the FLOP count's second compile of the
              # train step reuse executables instead of compiling again.
@@ -62,14 +61,16 @@ def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path, capsys,
   proc.send_signal(signal.SIGTERM)
   out, _ = proc.communicate(timeout=120)
   assert proc.returncode == 130, out
+  assert "start [2/4]" not in out  # one at a time: the others never started
 
   # The paused run took the SIGTERM as a preemption: saved step 4, not done.
   status = json.load(open(os.path.join(workdir, PAUSED, "status.json")))
   assert status["status"] == "running" and status["step"] == 4, status
   assert _train_steps(os.path.join(workdir, PAUSED)) == [1, 2, 3, 4]
 
-  res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                       timeout=300)
+  # Sequential before the stop; the rest two at a time.
+  res = subprocess.run(cmd + ["--parallel", "2"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
   assert f"resume {PAUSED}: stopped at step 4" in res.stdout, res.stdout
   assert res.returncode == 0, res.stdout + res.stderr[-3000:]
   # Resumed from checkpoint 4, not restarted: each step trained exactly once.
