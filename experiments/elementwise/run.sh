@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The reduced-scale element-wise attention study (experiments/elementwise/
 # sweep.py): models A-H, single head and no-skip (x3 seeds), the VGG control
-# (2 epochs), the separate-optimizer runs, on Fashion-MNIST; about an hour
-# on 2 CPU cores. Then RESULTS.md and the plots in experiments/elementwise/
+# (2 epochs), the separate-optimizer runs, on Fashion-MNIST; an estimated 1-1.5
+# hours on 2 CPU cores (not measured yet). Then RESULTS.md and the plots in experiments/elementwise/
 # (or $OUT).
 #
 #   bash experiments/elementwise/run.sh                   # everything
 #   bash experiments/elementwise/run.sh --parallel=2      # args go to `sweep run`
 #   WORKDIR=/tmp/ew OUT=/tmp/ew_out bash experiments/elementwise/run.sh \
-#       --set total_steps=3 --only '*seed-0'              # smoke test
+#       --set num_epochs=0.1 --only '*seed-0'             # smoke test
 #
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reduced-scale scaled non-local study (experiments/nonlocal/sweep.py):
-# 17 settings x 3 seeds on Fashion-MNIST, about an hour on 2 CPU cores, then
+# 17 settings x 3 seeds on Fashion-MNIST, an estimated 1-1.5 hours on 2 CPU
+# cores (not measured yet), then
 # RESULTS.md and the plots in experiments/nonlocal/ (or $OUT).
 #
 #   bash experiments/nonlocal/run.sh                        # everything

@@ -85,6 +85,13 @@ def entropy_range(r):
   return float(np.mean(vals)) if vals else None
 
 
+def _layer_label(key):
+  """``diag/Transformer/encoderblock_2/.../score_std`` -> ``encoderblock_2``."""
+  parts = key.split("/")[1:-1]
+  named = [p for p in parts if "block" in p]
+  return named[0] if named else "/".join(parts)
+
+
 def plot_diag(path, runs_by_label, metric, ylabel, logy=False):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -98,7 +105,7 @@ def plot_diag(path, runs_by_label, metric, ylabel, logy=False):
   for ax, (lab, r) in zip(axes[0], panels):
     for k in _diag_layers(r, metric):
       s, v = r.series(k)
-      ax.plot(s, v, label=k.split("/")[-2] if k.count("/") > 1 else k)
+      ax.plot(s, v, label=_layer_label(k))
     ax.set_title(lab, fontsize=9)
     ax.set_xlabel("step")
     if logy:
@@ -270,17 +277,20 @@ inconclusive when within it; "~" claims are confirmed when within it."""
 
   first = lambda rs: next((r for r in sorted(rs, key=lambda r: r.seed)
                            if r.state == "done"), None)
-  diag_runs = {SHORT[n]: first(sel(n, top)) for n in (SM, SQ, INF)}
+  # The longest budget where softmax and NSM-inf both have finished runs.
+  dbud = next((b for b in reversed(budgets) if first(sel(SM, b)) and
+               first(sel(INF, b))), top)
+  diag_runs = {SHORT[n]: first(sel(n, dbud)) for n in (SM, SQ, INF)}
   f_std = plot_diag(os.path.join(out, "score_std.png"), diag_runs,
                     "score_std", "std of the normalizer input", logy=True)
   f_ent = plot_diag(os.path.join(out, "entropy.png"), diag_runs,
                     "attn_entropy", "attention entropy (nats)")
   files += [f_std, f_ent]
-  er = {n: studies.summarize(sel(n, top), entropy_range) for n in (SM, INF)}
+  er = {n: studies.summarize(sel(n, dbud), entropy_range) for n in (SM, INF)}
   diag = ("## Figs. 2a / 4 analog: diagnostics over training\n\n"
           "Per layer, every log step: std of the attention normalizer's "
           "input (per query row, mean over rows) and entropy of the "
-          "attention weights, seed 0 at the longest budget.\n\n"
+          f"attention weights; plots: lowest seed at {dbud} {unit}.\n\n"
           + studies.image(f_std, "softmax input std per layer") + "\n\n" +
           studies.image(f_ent, "attention entropy per layer") + "\n\n" +
           studies.md_table(

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The reduced-scale NormSoftmax study (experiments/normsoftmax/sweep.py):
 # ViT softmax vs NSM at 3 budgets, without weight decay, the variants, and
-# the NSM cross-entropy on a PreResNet-20, on Fashion-MNIST; about an hour
-# on 2 CPU cores. Then RESULTS.md and the plots in experiments/normsoftmax/
+# the NSM cross-entropy on a PreResNet-20, on Fashion-MNIST; an estimated 1-1.5
+# hours on 2 CPU cores (not measured yet). Then RESULTS.md and the plots in experiments/normsoftmax/
 # (or $OUT).
 #
 #   bash experiments/normsoftmax/run.sh                   # everything
 #   bash experiments/normsoftmax/run.sh --parallel=2      # args go to `sweep run`
 #   WORKDIR=/tmp/nsm OUT=/tmp/nsm_out bash experiments/normsoftmax/run.sh \
-#       --set total_steps=3 --only '*seed-0'              # smoke test
+#       --only '*total_steps-50__*seed-0'                 # smoke test
+# (the attention part sweeps total_steps itself, so --set cannot shorten
+# it; the loss part's runs do not match and are skipped with an error line)
 #
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail

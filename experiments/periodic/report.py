@@ -147,7 +147,7 @@ def plot_saturation(path, runs_by_label):
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-  fig.suptitle("One line per attention layer (deepest run, seed 0)",
+  fig.suptitle("One line per attention layer (deepest finished run)",
                fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
@@ -239,12 +239,15 @@ inconclusive when within it; "~" claims are confirmed when within it."""
       ["normalizer", "depth", "broke down (runs; step)"], rows) + "\n\n" +
          studies.md_table(["claim", "paper", "verdict here"], ver))
 
-  deep = depths[-1]
-  first = lambda rs: next((r for r in sorted(rs, key=lambda r: r.seed)
-                           if r.state == "done"), None)
+  def deepest(norm):   # the deepest finished run, lowest seed
+    for d in reversed(depths):
+      done = sorted((r for r in select(runs, norm, d) if r.state == "done"),
+                    key=lambda r: r.seed)
+      if done:
+        return done[0]
+    return None
   fsat = plot_saturation(os.path.join(out, "saturation.png"), {
-      "softmax": first(select(runs, "softmax", deep)),
-      "sin_softmax": first(select(runs, "sin_softmax", deep))})
+      n: deepest(n) for n in ("softmax", "sin_softmax")})
   sat = {n: studies.summarize([r for d in depths for r in select(runs, n, d)],
                               lambda r: mean_diag(r, "grad_saturation"))
          for n in ("softmax", "sin_softmax")}

@@ -85,7 +85,9 @@ def plot_alpha(path, runs, sizes):
     plt.close(fig)
     return None
   axes[0][0].set_ylabel("test accuracy %")
-  axes[0][-1].legend(fontsize=7)
+  for ax in axes[0]:
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
@@ -122,7 +124,8 @@ def plot_compute(path, runs, sizes):
     plt.close(fig)
     return None
   for ax in axes[0]:
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reduced-scale relu_attention study (experiments/relu_attention/sweep.py):
-# alpha x h grid at two ViT sizes, qk-LN and gate ablations, 10-shot probe, on Fashion-MNIST; about an hour on 2 CPU cores. Then RESULTS.md and
+# alpha x h grid at two ViT sizes, qk-LN and gate ablations, 10-shot probe, on Fashion-MNIST; an estimated 1-1.5 hours on 2 CPU
+# cores (not measured yet). Then RESULTS.md and
 # the plots in experiments/relu_attention/ (or $OUT).
 #
 #   bash experiments/relu_attention/run.sh                   # everything
