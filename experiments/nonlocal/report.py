@@ -253,7 +253,7 @@ def make_report(workdir, out, spec=SPEC, memory=True, maps=True, extra=(),
   os.makedirs(out, exist_ok=True)
   runs = studies.collect(spec, workdir, extra)
   files = []
-  setting = ("PreResNet-20 + 2 NL blocks x 4 heads in stage 2 (8x8, 32 "
+  setting = ("PreResNet-20 + 3 NL blocks x 4 heads in stage 2 (8x8, 32 "
              "channels), Fashion-MNIST resized to 16x16, SGD 0.1 /10 at "
              "50%/75% of the steps, "
              f"{runs[0].config.total_steps} steps of batch "

@@ -9,8 +9,8 @@ Paper: ``../shared/papers/scaled-nonlocal-cho2022.txt``; setup:
   encoding, no subsampling; SGD momentum 0.9, wd 1e-4, batch 128, lr 0.1 /10
   at epochs 81 and 122, 164 epochs; pad-4 crop + flip; 10 seeds.
 * ``scale=reduced`` (default; this 2-core CPU): PreResNet-20 on Fashion-MNIST
-  resized to 16x16 (stage 2 at 8x8 = 64 positions, 32 channels), 2 NL
-  blocks (stage 2 has only 3 blocks; see the note below), 4 heads, the same
+  resized to 16x16 (stage 2 at 8x8 = 64 positions, 32 channels), 3 NL
+  blocks with 4 heads (one after each of stage 2's 3 blocks), the same
   recipe compressed to ``steps`` (300) steps of batch 64 (0.32 epoch) with
   the /10 drops at 50% and 75% of the steps (the paper's 81/164, 122/164),
   pad-2 crop + flip, 3 seeds. At 28x28 and batch 128 one step is 27.5
@@ -32,10 +32,6 @@ three tables. Reduced: 17 settings x 3 seeds = 51 runs.
   python -m softattn.sweep launch experiments/nonlocal/sweep.py:scale=full --print ...
 
 (``bash experiments/nonlocal/run.sh`` runs the first two.)
-
-Note on placement: PreResNet-20's stage 2 has 3 blocks; the reduced scale
-inserts 2 NL blocks (``count=2``), which every placement rule of
-``NLConfig.positions`` spreads over 2 distinct blocks.
 
 Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
 (full: cifar10|cifar100), ``seeds`` (default 3 reduced / 10 full),
@@ -84,7 +80,7 @@ def get_config(arg=None):
 
   c.model_name = "preresnet"
   c.model.depth = a.depth
-  c.model.nl_blocks = dict(count=3 if full else 2, stage=2, heads=4,
+  c.model.nl_blocks = dict(count=3, stage=2, heads=4,
                            normalizer="softmax", init="normal", mode="base",
                            posenc=True)
 
