@@ -93,8 +93,8 @@ def test_every_model_follows_the_contract(name):
   v = jax.eval_shape(lambda x: m.init(jax.random.key(0), x, train=False), x)
   mutable = ["intermediates"] + (["batch_stats"] if "batch_stats" in v else [])
   y, st = jax.eval_shape(
-      lambda v, x: m.apply(v, x, train=True, rngs={"dropout": jax.random.key(1)},
-                           mutable=mutable), v, x)
+      lambda v, x: m.apply(v, x, train=True,
+                           rngs={"dropout": jax.random.key(1)}, mutable=mutable), v, x)
   assert y.shape == (2, 10) and y.dtype == jnp.float32
   assert st["intermediates"]["pre_logits"][0].shape[0] == 2
   y = jax.eval_shape(lambda v, x: m.apply(v, x, train=False), v, x)

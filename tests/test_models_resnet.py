@@ -46,8 +46,8 @@ def test_shapes_train_and_eval(name, kw, shape):
   x = jax.ShapeDtypeStruct(shape, jnp.float32)
   v = jax.eval_shape(m.init, jax.random.key(0), x)
   y, st = jax.eval_shape(
-      lambda v, x: m.apply(v, x, train=True, rngs={"dropout": jax.random.key(1)},
-                           mutable=["batch_stats", "intermediates"]), v, x)
+      lambda v, x: m.apply(v, x, train=True,
+                           rngs={"dropout": jax.random.key(1)}, mutable=["batch_stats", "intermediates"]), v, x)
   nc = kw.get("num_classes", 10)
   assert y.shape == (2, nc)
   assert st["intermediates"]["pre_logits"][0].ndim == 2
@@ -104,5 +104,8 @@ def test_bad_configs_raise():
     NLConfig.make(dict(cnt=3))
   with pytest.raises(ValueError, match="valid: 18, 34, 50"):
     n_params(build_model("resnet", depth=51), CIFAR)
+  with pytest.raises(ValueError, match="out of range 1..3"):
+    n_params(build_model("preresnet", depth=20, nl_blocks=dict(stage=4)),
+             CIFAR)
   with pytest.raises(ValueError, match="exceeds"):
     n_params(build_model("preresnet", depth=20, nl_blocks=5), CIFAR)

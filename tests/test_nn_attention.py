@@ -24,7 +24,7 @@ def test_softmax_matches_flax_attention_with_same_parameters():
 def test_qk_layernorm_and_gate_parameters():
   m = MultiHeadAttention(num_heads=4, qk_layernorm=True, gated=True)
   p = m.init(jax.random.key(0), X)["params"]
-  assert p["query_ln"]["scale"].shape == (4,) or p["query_ln"]["scale"].shape == (4, 4)
+  assert p["query_ln"]["scale"].shape == (4,)  # per head_dim, no bias
   assert "bias" not in p["key_ln"]
   assert p["gate"]["kernel"].shape == (16, 4, 4)
   y = m.apply({"params": p}, X)

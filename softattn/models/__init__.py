@@ -1,11 +1,11 @@
 """Models selectable by name: ``build_model(name, **kwargs)``.
 
 Every model is a ``flax.linen.Module`` called as
-``model.apply(variables, images, train=bool, rngs={'dropout': r}, mutable=[...])``
-on float32 NHWC images, returning ``[B, num_classes]`` logits. BatchNorm
-statistics live in ``batch_stats`` (mutable when ``train=True``), dropout uses
-the ``dropout`` rng, and every model sows its pre-logit features as
-``intermediates/pre_logits``.
+``model.apply(variables, images, train=bool, rngs={'dropout': r},
+mutable=[...])`` on float32 NHWC images, returning ``[B, num_classes]``
+logits. BatchNorm statistics live in ``batch_stats`` (mutable when
+``train=True``), dropout uses the ``dropout`` rng, and every model sows its
+pre-logit features as ``intermediates/pre_logits``.
 """
 
 from __future__ import annotations

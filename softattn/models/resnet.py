@@ -21,7 +21,7 @@ BatchNorm momentum 0.9 (PyTorch's 0.1), epsilon 1e-5.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -63,7 +63,7 @@ class NLConfig:
 
   @classmethod
   def make(cls, spec) -> "NLConfig | None":
-    """``None``/0 -> no NL; int -> that many with defaults; mapping -> fields."""
+    """None/0: no NL; an int: that many with defaults; a mapping: fields."""
     if spec is None or spec is False or spec == 0:
       return None
     if isinstance(spec, NLConfig):
@@ -195,6 +195,9 @@ class BasicBlock(nn.Module):
 def _stages(x, train, block, widths, counts, strides, nl, normalizer,
             dtype, **block_kw):
   """Runs the residual stages, inserting NL blocks after the chosen ones."""
+  if nl is not None and not 1 <= nl.stage <= len(widths):
+    raise ValueError(f"nl_blocks.stage={nl.stage} out of range "
+                     f"1..{len(widths)}")
   for s, (width, n, stride) in enumerate(zip(widths, counts, strides)):
     where = nl.positions(n) if nl is not None and nl.stage == s + 1 else ()
     for i in range(n):
@@ -202,8 +205,6 @@ def _stages(x, train, block, widths, counts, strides, nl, normalizer,
                 name=f"stage{s + 1}_block{i}", **block_kw)(x, train)
       if i in where:
         x = nl.block(normalizer, dtype, f"stage{s + 1}_nl{i}")(x, train)
-  if nl is not None and not 1 <= nl.stage <= len(widths):
-    raise ValueError(f"nl_blocks.stage={nl.stage} out of range 1..{len(widths)}")
   return x
 
 
