@@ -249,15 +249,17 @@ def plot_maps(path, maps):
 
 
 def make_report(workdir, out, spec=SPEC, memory=True, maps=True, extra=(),
-                fresh_memory=False):
+                fresh_memory=False, scale="reduced"):
   os.makedirs(out, exist_ok=True)
-  runs = studies.collect(spec, workdir, extra)
+  runs = studies.collect(f"{spec}:scale={scale}", workdir, extra)
   files = []
-  setting = ("PreResNet-20 + 3 NL blocks x 4 heads in stage 2 (8x8, 32 "
-             "channels), Fashion-MNIST resized to 16x16, SGD 0.1 /10 at "
-             "50%/75% of the steps, "
-             f"{runs[0].config.total_steps} steps of batch "
-             f"{runs[0].config.batch_size}")
+  c0 = runs[0].config
+  setting = (f"PreResNet-{c0.model.depth} + {c0.model.nl_blocks.count} NL "
+             f"blocks x 4 heads in stage 2, {c0.data.name} "
+             f"({c0.data.pp_eval.split('|')[0]}), SGD 0.1 /10 twice, "
+             + (f"{c0.total_steps} steps" if c0.total_steps else
+                f"{c0.num_epochs:g} epochs") +
+             f" of batch {c0.batch_size}")
   cmd = "bash experiments/nonlocal/run.sh"
   head = f"""# Scaled non-local blocks (Cho et al. 2022): reproduction at reduced scale
 
@@ -486,6 +488,8 @@ def main(argv=None):
   p.add_argument("--spec", default=SPEC)
   p.add_argument("--set", action="append", default=[],
                  help="the same --set the runs were made with")
+  p.add_argument("--scale", default="reduced",
+                 help="which scale's runs the workdir holds")
   p.add_argument("--no_memory", action="store_true",
                  help="skip the XLA memory table")
   p.add_argument("--fresh_memory", action="store_true",
@@ -494,7 +498,7 @@ def main(argv=None):
   a = p.parse_args(argv)
   for f in make_report(a.workdir, a.out, a.spec, memory=not a.no_memory,
                        maps=not a.no_maps, extra=a.set,
-                       fresh_memory=a.fresh_memory):
+                       fresh_memory=a.fresh_memory, scale=a.scale):
     print(f"wrote {f}")
   return 0
 

@@ -160,11 +160,13 @@ def select(runs, norm, depth):
           and r.get("model.depth") == depth]
 
 
-def make_report(workdir, out, spec=SPEC, extra=()):
+def make_report(workdir, out, spec=SPEC, extra=(), scale="reduced"):
   os.makedirs(out, exist_ok=True)
-  runs = studies.collect(spec, workdir, extra)
+  runs = studies.collect(f"{spec}:scale={scale}", workdir, extra)
   depths = sorted({r.get("model.depth") for r in runs})
   cfg = runs[0].config
+  from softattn import models  # pylint: disable=g-import-not-at-top
+  m = models.build_model(cfg.model_name, **cfg.model.to_dict())  # defaults
   acc = {(n, d): studies.summarize(select(runs, n, d), studies.accuracy_pct)
          for n in PAPER for d in depths}
 
@@ -179,13 +181,13 @@ then this report):
 Paper: `../shared/papers/periodic-softmax-wang2021.txt` (the authors'
 LeViT-style demo on CIFAR-100, width 512, 50 epochs, lr/wd from a random
 search; single runs). Ours: the same architecture at width
-{cfg.model.width} ({cfg.model.num_heads} heads, MLP {cfg.model.mlp_dim},
-stem {tuple(cfg.model.stem_widths)}) on Fashion-MNIST (16 tokens as on
-CIFAR), depth {'/'.join(map(str, depths))}, {cfg.total_steps} steps of batch
+{m.width} ({m.num_heads} heads, MLP {m.mlp_dim},
+stem {tuple(m.stem_widths)}) on {cfg.data.name} (16 tokens), depth {'/'.join(map(str, depths))}, {cfg.total_steps or cfg.num_epochs} {'steps' if cfg.total_steps else 'epochs'} of batch
 {cfg.batch_size}, Adam lr {cfg.schedule.base_lr:g} (constant), coupled L2
 {cfg.optimizer.weight_decay:g}; mean ± sample std over seeds. Full scale:
-`experiments/periodic/sweep.py:scale=full`. Test accuracy %; CIFAR-100
-(paper) vs Fashion-MNIST (ours): compare orderings, not levels.
+`experiments/periodic/sweep.py:scale=full`. Test accuracy %; at reduced
+scale CIFAR-100 (paper) vs Fashion-MNIST (ours): compare orderings, not
+levels.
 
 {studies.run_summary(runs)}
 
@@ -301,8 +303,9 @@ def main(argv=None):
   p.add_argument("--out", default=os.path.relpath(HERE))
   p.add_argument("--spec", default=SPEC)
   p.add_argument("--set", action="append", default=[])
+  p.add_argument("--scale", default="reduced")
   a = p.parse_args(argv)
-  for f in make_report(a.workdir, a.out, a.spec, a.set):
+  for f in make_report(a.workdir, a.out, a.spec, a.set, a.scale):
     print(f"wrote {f}")
   return 0
 
