@@ -66,12 +66,6 @@ class Checkpointer:
     self.manager.close()
 
 
-def abstract_like(tree: Any) -> Any:
-  """``ShapeDtypeStruct``s (with sharding) of a pytree of arrays."""
-  return jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
-
-
 class PreemptionFlag:
   """Set by SIGTERM (preemption notice); the loop saves and exits when set.
 

@@ -406,8 +406,13 @@ def make_steps(cfg, model, tx, schedule, mesh, state_sharding) -> Steps:
                features=features, eval_i1k=eval_i1k)
 
 
-def init_state(cfg, model, tx, info, mesh):
-  """``(state, state_sharding)``: the train state created directly sharded."""
+def init_state(cfg, model, tx, info, mesh, *, abstract: bool = False):
+  """``(state, state_sharding)``: the train state created directly sharded.
+
+  ``abstract=True`` returns ``jax.ShapeDtypeStruct``s (with shardings) instead,
+  without computing anything: the restore target when resuming, so a resumed
+  run never holds two copies of the state.
+  """
   h, w, c = info["image_shape"]
   dummy = jnp.zeros((1, h, w, c), jnp.float32)
   ema = bool(cfg.optimizer.get("ema_decay", 0.0))
@@ -427,6 +432,10 @@ def init_state(cfg, model, tx, info, mesh):
 
   shapes = jax.eval_shape(init_fn)
   state_sharding = sharding.tree_shardings(shapes, cfg.sharding_rules, mesh)
+  if abstract:
+    return jax.tree.map(
+        lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
+        shapes, state_sharding), state_sharding
   state = jax.jit(init_fn, out_shardings=state_sharding)()
   return state, state_sharding
 
@@ -574,13 +583,15 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
       print(msg, flush=True)
 
   try:
-    state, state_sharding = init_state(cfg, model, tx, info, mesh)
     start = 0
     if ckpt.latest_step() is not None:
       start = int(ckpt.latest_step())
-      state = ckpt.restore(checkpointing.abstract_like(state))
+      target, state_sharding = init_state(cfg, model, tx, info, mesh,
+                                          abstract=True)
+      state = ckpt.restore(target)
       say(f"Resumed from checkpoint step {start} in {ckpt.directory}")
     else:
+      state, state_sharding = init_state(cfg, model, tx, info, mesh)
       num_params = parameter_overview.count_parameters(state["params"])
       overview = parameter_overview.get_parameter_overview(
           state["params"], include_stats=False)
