@@ -15,7 +15,6 @@ import signal
 import threading
 from typing import Any
 
-import jax
 import orbax.checkpoint as ocp
 
 

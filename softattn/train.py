@@ -29,7 +29,6 @@ The workdir layout is documented in ``notes/training.md``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
