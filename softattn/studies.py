@@ -133,15 +133,19 @@ class Stat:
   n: int
   declared: int
 
-  def fmt(self, scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+  def fmt(self, scale: float = 1.0, digits: int = 2, unit: str = "",
+          sci: bool = False) -> str:
+    """``"81.20 ± 0.20 (n=3)"``; ``sci`` uses ``digits`` significant
+    digits (for tiny values such as gradient norms)."""
     if self.n == 0:
       return NOT_RUN if self.declared else "not declared"
+    f = f".{digits}{'g' if sci else 'f'}"
     m = self.mean * scale
     missing = f", {self.declared - self.n} missing" if \
         self.declared > self.n else ""
     if self.n == 1:
-      return f"{m:.{digits}f}{unit} (1 seed{missing})"
-    return (f"{m:.{digits}f} ± {self.std * scale:.{digits}f}{unit} "
+      return f"{m:{f}}{unit} (1 seed{missing})"
+    return (f"{m:{f}} ± {self.std * scale:{f}}{unit} "
             f"(n={self.n}{missing})")
 
 
@@ -264,7 +268,8 @@ def plot_curves(path: str, curves: Mapping[str, Sequence[Run]], metric: str,
     steps = series[0][0]
     n = min(len(s) for s, _ in series)
     vals = np.stack([v[:n] for _, v in series])
-    line, = ax.plot(steps[:n], vals.mean(0), label=f"{label} (n={len(vals)})")
+    line, = ax.plot(steps[:n], vals.mean(0), label=f"{label} (n={len(vals)})",
+                    marker="o" if n <= 20 else None, markersize=3)
     if len(vals) > 1:
       ax.fill_between(steps[:n], vals.min(0), vals.max(0), alpha=0.2,
                       color=line.get_color())

@@ -213,7 +213,7 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
   assert "inconclusive" in rows["BN hurts at 4 layers: E < F"]
   assert "confirmed" in rows["more heads do not help: D ~ B"]
   assert "81.20 ± 0.20 (n=3)" in rows["B"]   # 81.0, 81.2, 81.4
-  assert "0.2500 ± 0.0000 (n=3)" in rows["B"]  # first-layer gradient norm
+  assert "0.25 ± 0 (n=3)" in rows["B"]  # first-layer gradient norm
   assert os.path.exists(out / "accuracy.png")
 
 

@@ -208,7 +208,7 @@ inconclusive when within it; "~ equal" claims are confirmed when within it."""
     pl, pa, pg = PAPER_T1[k]
     rows.append([k, f"{pl:.4f}", "NaN" if pa is None else f"{pa:.2f}",
                  f"{pg:g}", loss[k].fmt(digits=4), acc[k].fmt(),
-                 grad[k].fmt(digits=4), collapse_cell(groups[k])])
+                 grad[k].fmt(digits=3, sci=True), collapse_cell(groups[k])])
   t1 = ("## Table 1 analog (Fashion-MNIST)\n\n"
         "Paper loss is their training \"loss value\" (their scale: 4.5-34, "
         "not a per-example mean); ours is the per-example mean train loss "
