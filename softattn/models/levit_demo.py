@@ -21,8 +21,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from softattn import normalizers as norms
-from softattn.nn.attention import (attend, normalizer_params, observe,
-                                   wants_observation)
+from softattn.attention import dot_product_attention
+from softattn.nn.attention import normalizer_params, observe, wants_observation
 
 
 class ReLUQKVAttention(nn.Module):
@@ -47,8 +47,8 @@ class ReLUQKVAttention(nn.Module):
     norm = norms.get(self.normalizer)
     scale = self.scale if self.scale is not None else 1.0 / math.sqrt(hd)
     p = normalizer_params(self, norm, self.num_heads)
-    y = attend(q, k, v, norm, p, scale=scale,
-               implementation=self.implementation)
+    y = dot_product_attention(q, k, v, normalizer=norm, normalizer_params=p,
+                              scale=scale, implementation=self.implementation)
     if wants_observation(self):
       observe(self, q, k, norm, p, scale)
     return nn.Dense(d, dtype=self.dtype, name="proj")(y.reshape(b, n, d))

@@ -99,25 +99,6 @@ def observe(module, q, k, norm, p, scale=None, mask=None):
     sow_diagnostics(module, s, w, norm, resolved, mask)
 
 
-def attend(q, k, v, norm, params, **kwargs):
-  """``dot_product_attention`` with one guard for low-precision inputs.
-
-  Normalizers linear in the scores (``scaled``, identity ``relu_seqlen``) may
-  take the linear path, whose ``K^T V`` contraction asks XLA for a
-  bf16 x bf16 -> f32 dot; XLA:CPU (jax 0.10.2) fails on it under jit for
-  multi-head shapes ("Unsupported element type for DotThunk"). That path
-  costs O(n d^2), so computing it in float32 is cheap; the result is cast back.
-  """
-  if norm.is_linear and jnp.dtype(v.dtype).itemsize < 4:
-    dtype = v.dtype
-    q, k, v = (t.astype(jnp.float32) for t in (q, k, v))
-    return dot_product_attention(q, k, v, normalizer=norm,
-                                 normalizer_params=params,
-                                 **kwargs).astype(dtype)
-  return dot_product_attention(q, k, v, normalizer=norm,
-                               normalizer_params=params, **kwargs)
-
-
 def wants_observation(module) -> bool:
   """True when the caller asked for diagnostics or weights (never at init:
   init makes every collection mutable and would return them as variables)."""
@@ -210,8 +191,10 @@ class MultiHeadAttention(nn.Module):
       k = nn.LayerNorm(use_bias=False, dtype=self.dtype,
                        param_dtype=self.param_dtype, name="key_ln")(k)
     p = normalizer_params(self, norm, self.num_heads, self.learnable_init)
-    x = attend(q, k, v, norm, p, mask=mask, scale=self.scale,
-               implementation=self.implementation, chunk_size=self.chunk_size)
+    x = dot_product_attention(
+        q, k, v, normalizer=norm, normalizer_params=p, mask=mask,
+        scale=self.scale, implementation=self.implementation,
+        chunk_size=self.chunk_size)
     if wants_observation(self):
       observe(self, q, k, norm, p, self.scale, mask)
     if self.gated:

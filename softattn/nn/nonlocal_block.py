@@ -16,8 +16,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from softattn import normalizers as norms
-from softattn.nn.attention import (attend, normalizer_params, observe,
-                                   wants_observation)
+from softattn.attention import dot_product_attention
+from softattn.nn.attention import normalizer_params, observe, wants_observation
 
 MODES = ("base", "magnitude", "direction")
 INITS = ("he", "normal", "zeros")
@@ -139,8 +139,8 @@ class NonLocalBlock2D(nn.Module):
     q, k = _mode(q, self.mode), _mode(k, self.mode)
     scale = self.scale if self.scale is not None else 1.0 / d ** 0.5
     p = normalizer_params(self, norm, self.heads, self.learnable_init)
-    y = attend(q, k, v, norm, p, scale=scale,
-               implementation=self.implementation)
+    y = dot_product_attention(q, k, v, normalizer=norm, normalizer_params=p,
+                              scale=scale, implementation=self.implementation)
     if wants_observation(self):
       observe(self, q, k, norm, p, scale)
     y = y.reshape(b, h, w, e)
