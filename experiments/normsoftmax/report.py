@@ -105,7 +105,8 @@ def plot_diag(path, runs_by_label, metric, ylabel, logy=False):
   for ax, (lab, r) in zip(axes[0], panels):
     for k in _diag_layers(r, metric):
       s, v = r.series(k)
-      ax.plot(s, v, label=_layer_label(k))
+      ax.plot(s, v, label=_layer_label(k), marker="o" if len(s) <= 20
+              else None, markersize=3)
     ax.set_title(lab, fontsize=9)
     ax.set_xlabel("step")
     if logy:

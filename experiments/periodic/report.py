@@ -142,7 +142,8 @@ def plot_saturation(path, runs_by_label):
       for i, k in enumerate(keys):
         s, v = r.series(k)
         ax.plot(s, v, color=color, alpha=1.0 - 0.5 * i / max(len(keys), 1),
-                label=lab if i == 0 else None)
+                label=lab if i == 0 else None,
+                marker="o" if len(s) <= 20 else None, markersize=3)
     ax.set_xlabel("step")
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
