@@ -285,3 +285,18 @@ def test_cli_reports_config_error_in_one_line(tmp_path):
   assert proc.returncode == 2, proc.stderr[-3000:]
   last = proc.stderr.strip().splitlines()[-1]
   assert last.startswith("config error: config.model.normalizer='nope'")
+
+
+def test_num_epochs_sets_total_steps_from_the_dataset_size():
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  config = train_runner.load_config(QUICK)
+  config.total_steps = None
+  config.num_epochs = 0.5
+  with tfds.testing.mock_data(num_examples=4):
+    cfg, info = train.resolve_config(config)
+  assert info["num_train"] > 0
+  assert cfg.total_steps == int(np.ceil(0.5 * info["num_train"] / cfg.batch_size))
+  config.num_epochs = None
+  with pytest.raises(train.ConfigError, match="num_epochs"):
+    with tfds.testing.mock_data(num_examples=4):
+      train.resolve_config(config)
