@@ -30,7 +30,8 @@ SPECS = [
       for p in ("models", "control", "separate") for s in ("reduced", "full")],
     ("elementwise/sweep.py", "part=models,scale=full,dataset=cifar10"),
     *[("normsoftmax/sweep.py", f"part={p},scale={s}")
-      for p in ("attention", "loss") for s in ("reduced", "full")],
+      for p in ("attention", "loss", "loss_softmax")
+      for s in ("reduced", "full")],
     ("relu_attention/sweep.py", "scale=reduced"),
     ("relu_attention/sweep.py", "scale=full"),
     ("periodic/sweep.py", "scale=reduced"),
@@ -241,8 +242,9 @@ def test_normsoftmax_report_from_synthetic_runs(tmp_path):
              lambda s: 2.0 + 0.1 * s}
   _fake_sweep(f"{spec}:part=attention", tmp_path / "runs" / "attention",
               acc, extra_fn=lambda run: entropy)
-  _fake_sweep(f"{spec}:part=loss", tmp_path / "runs" / "loss",
-              lambda run: 0.7 + 0.002 * run.overrides["seed"])
+  for part in ("loss", "loss_softmax"):
+    _fake_sweep(f"{spec}:part={part}", tmp_path / "runs" / part,
+                lambda run: 0.7 + 0.002 * run.overrides["seed"])
   files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
                           spec)
   text = open(files[0]).read()

@@ -3,7 +3,8 @@ r"""RESULTS.md and plots of the NormSoftmax study, from the runs' metrics.
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax \
       [--out=experiments/normsoftmax] [--scale=reduced]
 
-Reads every run of both parts (``<workdir>/attention``, ``<workdir>/loss``;
+Reads every run of the parts (``<workdir>/attention``, ``/loss``,
+``/loss_softmax``;
 see ``sweep.py``), finished or not, and writes ``<out>/RESULTS.md`` and
 ``acceleration.png`` (accuracy vs budget), ``score_std.png`` and
 ``entropy.png`` (per-layer std of the softmax input and attention entropy
@@ -62,9 +63,9 @@ def attn_groups(runs):
 
 
 def loss_label(r):
-  if r.get("loss.name") == "softmax_xent":
+  if r.config.loss.name == "softmax_xent":
     return "sm"
-  return "nsm-inf" if r.get("loss.gamma") == float("inf") else "nsm-1"
+  return "nsm-inf" if r.config.loss.gamma == float("inf") else "nsm-1"
 
 
 def _diag_layers(r, metric):
@@ -152,8 +153,9 @@ def make_report(workdir, out, spec=SPEC, scale="reduced", extra=()):
   os.makedirs(out, exist_ok=True)
   att = studies.collect(f"{spec}:part=attention,scale={scale}",
                         os.path.join(workdir, "attention"), extra)
-  los = studies.collect(f"{spec}:part=loss,scale={scale}",
-                        os.path.join(workdir, "loss"), extra)
+  los = [r for part in ("loss", "loss_softmax") for r in studies.collect(
+      f"{spec}:part={part},scale={scale}", os.path.join(workdir, part),
+      extra)]
   budgets, wd, sel = attn_groups(att)
   unit = "steps" if att[0].get("total_steps") and scale == "reduced" else \
       "epochs"

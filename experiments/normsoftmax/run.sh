@@ -20,7 +20,7 @@ WORKDIR="${WORKDIR:-workdirs/$STUDY}"
 OUT="${OUT:-experiments/$STUDY}"
 python -m softattn.data prepare fashion_mnist
 status=0
-for part in attention loss; do
+for part in attention loss loss_softmax; do
   python -m softattn.sweep run "experiments/$STUDY/sweep.py:part=$part" \
     --workdir="$WORKDIR/$part" "$@" || status=$?
 done

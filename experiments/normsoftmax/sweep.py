@@ -17,8 +17,10 @@ study trains a different model:
     softmax input and the attention entropy (``config.diagnostics``).
 
 * ``part=loss``: NormSoftmax in the cross-entropy loss
-  (``loss.name=normsoftmax_xent``, gamma 1 and inf) vs softmax
-  cross-entropy, on a ResNet.
+  (``loss.name=normsoftmax_xent``, gamma 1 and inf) on a ResNet, and
+  ``part=loss_softmax`` its softmax cross-entropy baseline (a separate part
+  because ``softmax_xent`` takes no ``gamma`` and a sweep cannot unset a
+  field).
 
 Scales:
 
@@ -39,6 +41,7 @@ Scales:
 
   python -m softattn.sweep run experiments/normsoftmax/sweep.py --workdir=workdirs/normsoftmax/attention
   python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss --workdir=workdirs/normsoftmax/loss
+  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_softmax --workdir=workdirs/normsoftmax/loss_softmax
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax
 
 Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``.
@@ -55,7 +58,7 @@ MAIN = [SM, NSM_SQRT, NSM_INF]
 VARIANTS = ["normsoftmax_learnable", "normsoftmax_inverse(gamma=sqrt_d)",
             "normsoftmax(gamma=1)", "normsoftmax(gamma=0.5*sqrt_d)",
             "normsoftmax(gamma=2*sqrt_d)", "logitnorm"]
-PARTS = ("attention", "loss")
+PARTS = ("attention", "loss", "loss_softmax")
 
 
 def _arg(arg):
@@ -73,7 +76,7 @@ def _arg(arg):
 
 def _budgets(a):
   """(length field, values) of the acceleration sweep."""
-  if a.part == "loss":
+  if a.part != "attention":
     return ("num_epochs", [20, 45, 90, 180]) if a.scale == "full" else \
         ("total_steps", [150])
   return ("num_epochs", [10, 25, 50, 100]) if a.scale == "full" else \
@@ -141,8 +144,13 @@ def get_config(arg=None):
                                        relative_to=__file__)
     else:
       c = _reduced_resnet()
-    c.loss.name = "softmax_xent"
-    c.loss.gamma = float("inf")
+    if a.part == "loss":
+      c.loss.name = "normsoftmax_xent"
+      c.loss.gamma = float("inf")
+    else:
+      c.loss.name = "softmax_xent"
+      if "gamma" in c.loss:
+        del c.loss["gamma"]
   return c
 
 
@@ -151,12 +159,11 @@ def get_sweep(arg=None):
   field, budgets = _budgets(a)
   seeds = grid.sweep("seed", list(range(a.seeds)))
   longest = grid.fixed(field, budgets[-1])
-  if a.part == "loss":
-    losses = [{"loss.name": "softmax_xent"},
-              {"loss.name": "normsoftmax_xent", "loss.gamma": 1.0},
-              {"loss.name": "normsoftmax_xent", "loss.gamma": float("inf")}]
+  if a.part != "attention":
     # One budget (reduced): left to the base config, so --set can shorten it.
     lengths = grid.sweep(field, budgets) if len(budgets) > 1 else [{}]
+    losses = (grid.sweep("loss.gamma", [1.0, float("inf")])
+              if a.part == "loss" else [{}])
     return grid.product(losses, lengths, seeds)
   if field == "total_steps":   # warmup and eval cadence follow the budget
     lengths = [{"total_steps": s, "schedule.warmup_steps": max(s // 10, 1),
