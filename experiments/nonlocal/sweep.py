@@ -15,7 +15,8 @@ Paper: ``../shared/papers/scaled-nonlocal-cho2022.txt``; setup:
   the /10 drops at 50% and 75% of the steps (the paper's 81/164, 122/164),
   pad-2 crop + flip, 3 seeds. At 28x28 and batch 128 one step is 27.5
   GFLOP (XLA's count), ~6 hours for the 51 runs on 2 cores; at 16x16 and
-  batch 64 it is ~4.5 GFLOP: an estimated ~1 hour (not measured).
+  batch 64 it is 3.7-4.0 GFLOP (measured by XLA in a smoke run): ~58 TFLOP
+  for the study, an estimated ~1 hour (not measured end to end).
 
 Runs (``seed`` x):
 
