@@ -78,13 +78,19 @@ def _plan_bytes(compiled):
 
 
 def _time(fn, args, repeats):
+  """Median wall and process-CPU seconds of ``repeats`` runs after a warm-up.
+
+  CPU time (all threads) is the steadier measure on a shared machine: other
+  jobs' load stretches wall time but not the work this computation does.
+  """
   jax.block_until_ready(fn(*args))  # warm-up (compilation is done already)
-  times = []
+  wall, cpu = [], []
   for _ in range(repeats):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+    wall.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
+  return statistics.median(wall), statistics.median(cpu)
 
 
 def measure(name, impl, length, args, repeats, chunk, max_bytes):
@@ -98,8 +104,8 @@ def measure(name, impl, length, args, repeats, chunk, max_bytes):
   if _plan_bytes(compiled_fb) > max_bytes:
     row["status"] = "does not fit"
     return row
-  row["fwd_s"] = _time(compiled_f, args, repeats)
-  row["fwd_bwd_s"] = _time(compiled_fb, args, repeats)
+  row["fwd_s"], row["fwd_cpu_s"] = _time(compiled_f, args, repeats)
+  row["fwd_bwd_s"], row["fwd_bwd_cpu_s"] = _time(compiled_fb, args, repeats)
   row["status"] = "ok"
   return row
 
@@ -123,18 +129,20 @@ def targets(rows):
   def add(what, value, goal, ok):
     out.append(dict(target=what, value=value, goal=goal,
                     met=None if value is None else ok(value)))
-  add("dense softmax / jax.nn fwd+bwd, L=1024",
-      ratio(t("softmax", "dense", 1024), t("jax.nn", "xla", 1024)), "<= 1.0",
-      lambda v: v <= 1.0)
-  add("dense softmax / dense relu_seqlen fwd+bwd, L=1024",
-      ratio(t("softmax", "dense", 1024), t("relu_seqlen", "dense", 1024)),
-      ">= 1.3", lambda v: v >= 1.3)
-  add("dense softmax / linear scaled fwd+bwd, L=4096",
-      ratio(t("softmax", "dense", 4096), t("scaled", "linear", 4096)),
-      ">= 10", lambda v: v >= 10)
-  add("chunked / dense softmax fwd+bwd time, L=4096",
-      ratio(t("softmax", "chunked", 4096), t("softmax", "dense", 4096)),
-      "<= 1.5", lambda v: v <= 1.5)
+  for key, unit in (("fwd_bwd_s", "wall"), ("fwd_bwd_cpu_s", "CPU")):
+    add(f"dense softmax / jax.nn fwd+bwd {unit} time, L=1024",
+        ratio(t("softmax", "dense", 1024, key), t("jax.nn", "xla", 1024, key)),
+        "<= 1.0", lambda v: v <= 1.0)
+    add(f"dense softmax / dense relu_seqlen fwd+bwd {unit} time, L=1024",
+        ratio(t("softmax", "dense", 1024, key),
+              t("relu_seqlen", "dense", 1024, key)), ">= 1.3",
+        lambda v: v >= 1.3)
+    add(f"dense softmax / linear scaled fwd+bwd {unit} time, L=4096",
+        ratio(t("softmax", "dense", 4096, key), t("scaled", "linear", 4096, key)),
+        ">= 10", lambda v: v >= 10)
+    add(f"chunked / dense softmax fwd+bwd {unit} time, L=4096",
+        ratio(t("softmax", "chunked", 4096, key),
+              t("softmax", "dense", 4096, key)), "<= 1.5", lambda v: v <= 1.5)
   chunk_mem = get.get(("softmax", "chunked", 16384))
   dense_mem = get.get(("softmax", "dense", 16384))
   mem = None
@@ -150,13 +158,14 @@ def _fmt(v, spec):
 
 
 def table(rows):
-  lines = ["| L | normalizer | impl | fwd ms | fwd+bwd ms | fwd+bwd plan GiB | status |",
-           "|---|---|---|---|---|---|---|"]
+  lines = ["| L | normalizer | impl | fwd ms | fwd+bwd ms | fwd+bwd CPU ms "
+           "| fwd+bwd plan GiB | status |", "|---|---|---|---|---|---|---|---|"]
   for r in rows:
     ms = lambda k: None if r.get(k) is None else 1e3 * r[k]  # noqa: E731
     lines.append(
         f"| {r['L']} | {r['normalizer']} | {r['impl']} | {_fmt(ms('fwd_s'), '.1f')} "
-        f"| {_fmt(ms('fwd_bwd_s'), '.1f')} | {_fmt(r.get('fwd_bwd_plan_gib'), '.3f')} "
+        f"| {_fmt(ms('fwd_bwd_s'), '.1f')} | {_fmt(ms('fwd_bwd_cpu_s'), '.1f')} "
+        f"| {_fmt(r.get('fwd_bwd_plan_gib'), '.3f')} "
         f"| {r['status']} |")
   return "\n".join(lines)
 
@@ -186,6 +195,9 @@ def main(argv=None):
                   help="skip (and report) configurations whose plan exceeds this")
   ap.add_argument("--quick", action="store_true", help="tiny smoke run")
   ap.add_argument("--out", default="benchmarks/results/attention.json")
+  ap.add_argument("--merge", nargs="*", default=(),
+                  help="earlier JSON outputs whose rows join this run's table "
+                       "and targets (e.g. a separate long-L run)")
   args = ap.parse_args(argv)
 
   if args.quick:
@@ -218,6 +230,12 @@ def main(argv=None):
             f"plan={row['fwd_bwd_plan_gib']:.3f}GiB", flush=True)
     del qkv
 
+  for path in args.merge:
+    with open(path) as f:
+      earlier = json.load(f)["rows"]
+    known = {(r["normalizer"], r["impl"], r["L"]) for r in rows}
+    rows += [r for r in earlier
+             if (r["normalizer"], r["impl"], r["L"]) not in known]
   tgts = targets(rows)
   print("\n" + table(rows) + "\n\n" + target_table(tgts))
   meta = dict(device=str(jax.devices()[0]), backend=jax.default_backend(),
