@@ -70,7 +70,9 @@ def get_config(arg=None):
   c.eval_every = 10_000
   c.checkpoint_every = 2000
   c.eval.batch_size = 1024
-  c.eval.i1k_from_i21k = False  # set True with eval.i21k_wnids_file
+  # i1k accuracy by restricting to the i1k classes: set True; the label order
+  # is the shipped big_vision one unless eval.i21k_wnids_file names another.
+  c.eval.i1k_from_i21k = False
   c.eval.i1k_data = dict(
       name="imagenet2012", data_dir=None, train_split="train",
       eval_split="validation",

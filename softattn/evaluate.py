@@ -7,9 +7,12 @@ index in the i21k label space: ``i1k_indices(i21k_wnids)`` builds this table
 from the two WordNet-id lists. The i1k list ships with TFDS
 (``imagenet2012/labels.txt``, in TFDS's label order); the i21k list is the
 one the user's i21k dataset was built with (one wnid per line, label order;
-set ``config.eval.i21k_wnids_file``; for big_vision's ``imagenet21k`` that
-is the 21,843 fall11 wnids, sorted). TFDS ships no i21k list, so the file is
-required rather than guessed.
+set ``config.eval.i21k_wnids_file``). Without that file the shipped table
+``softattn.data.i1k_in_i21k`` is used: big_vision's ``imagenet21k`` order (the
+21,843 fall11 wnids, sorted). That release lacks one i1k class (teddy bear,
+n04399382): its logit is set to -inf, so its 50 validation images always
+count as errors (the conservative choice; the reported accuracy is over all
+50,000 images).
 """
 
 from __future__ import annotations
@@ -57,6 +60,21 @@ def i1k_indices(i21k_wnids: list[str]) -> np.ndarray:
   return np.asarray([pos[w] for w in i1k_wnids()], np.int32)
 
 
+def default_i1k_indices(wnids_file: str | None) -> np.ndarray:
+  """The i1k -> i21k table: from ``wnids_file`` if given, else the shipped one
+  (big_vision's sorted fall11 order, ``-1`` for the class it lacks)."""
+  if wnids_file:
+    return i1k_indices(read_wnids(wnids_file))
+  from softattn.data import i1k_in_i21k  # pylint: disable=g-import-not-at-top
+  return i1k_in_i21k.i1k_indices()
+
+
 def restrict_logits(logits: jax.Array, indices: np.ndarray) -> jax.Array:
-  """The columns of ``logits`` for ``indices`` (i21k logits -> i1k logits)."""
-  return jnp.take(logits, jnp.asarray(indices), axis=-1)
+  """The columns of ``logits`` for ``indices`` (i21k logits -> i1k logits).
+
+  A negative index marks an i1k class the i21k label space lacks: its column
+  is -inf, so it is never predicted and its images count as errors.
+  """
+  indices = jnp.asarray(indices)
+  cols = jnp.take(logits, jnp.maximum(indices, 0), axis=-1)
+  return jnp.where(indices >= 0, cols, -jnp.inf)

@@ -396,8 +396,8 @@ def make_steps(cfg, model, tx, schedule, mesh, state_sharding) -> Steps:
   evaluate_ = make_eval_step()
   eval_i1k = None
   if cfg.eval.get("i1k_from_i21k", False):
-    eval_i1k = make_eval_step(evaluate.i1k_indices(
-        evaluate.read_wnids(cfg.eval.get("i21k_wnids_file", None))))
+    eval_i1k = make_eval_step(evaluate.default_i1k_indices(
+        cfg.eval.get("i21k_wnids_file", None)))
   features = jax.jit(features_step, in_shardings=(
       state_sharding["params"], state_sharding["batch_stats"], batch_sh),
                      out_shardings=batch_sh)

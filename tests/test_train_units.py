@@ -193,3 +193,14 @@ def test_i1k_indices_from_a_shuffled_superset(tmp_path):
   assert evaluate.read_wnids(str(p)) == i21k
   with pytest.raises(FileNotFoundError, match="i21k_wnids_file"):
     evaluate.read_wnids(os.path.join(tmp_path, "missing.txt"))
+
+
+def test_shipped_i1k_table_is_the_default_and_missing_class_never_wins():
+  idx = evaluate.default_i1k_indices(None)
+  assert idx.shape == (1000,) and (idx == -1).sum() == 1
+  assert idx[850] == -1  # teddy bear is not in fall11 ImageNet-21k
+  logits = jnp.zeros((2, 21_843)).at[:, 0].set(-5.0)
+  restricted = evaluate.restrict_logits(logits, idx)
+  assert restricted.shape == (2, 1000)
+  assert bool(jnp.all(jnp.isneginf(restricted[:, 850])))
+  assert int(jnp.argmax(restricted[0])) != 850
