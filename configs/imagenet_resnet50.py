@@ -12,7 +12,7 @@ At 20 epochs the paper reports R50 69.18 (softmax) vs 71.42 (NSM, gamma=inf).
 
 Args: ``loss``, ``gamma`` (``inf`` or a number), ``epochs``, ``depth`` (50,
 101, 152), ``batch``, ``runlocal``. Needs ``imagenet2012`` prepared in TFDS
-(manual download; see notes/data.md).
+(manual download; see docs/data.md).
 """
 
 from ml_collections import config_dict

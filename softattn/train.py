@@ -23,7 +23,7 @@ One code path for a laptop CPU, a GPU and a TPU pod:
 * ``status.json`` says ``running``/``done``/``failed`` with the reason, the
   step, XLA's FLOP count of the train step and the process CPU seconds.
 
-The workdir layout is documented in ``notes/training.md``.
+The workdir layout is documented in ``docs/training.md``.
 """
 
 from __future__ import annotations

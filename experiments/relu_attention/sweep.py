@@ -22,7 +22,7 @@ Scales:
   10k warmup, cosine, clip 1, sigmoid xent, head bias -10, qk-LN on) for
   S/32 and S/16, h in the paper's set incl. relu6, 1 seed. i1k accuracy
   of i21k models and the 8-dataset 10-shot probe need those datasets
-  prepared (see notes/data.md) and are configured in ``configs/i21k_vit.py``.
+  prepared (see docs/data.md) and are configured in ``configs/i21k_vit.py``.
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST, ViT patch 4 (49
   tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe

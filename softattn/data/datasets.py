@@ -44,7 +44,7 @@ KNOWN = {
         "full[51200:]", "full[:51200]",  # big_vision's held-out split
         "TFDS has no imagenet21k builder: prepare ImageNet-21k (fall11, 21843 "
         "classes) as a TFDS dataset with features image/label in "
-        "<dir>/imagenet21k/<version>/ (see notes/data.md)"),
+        "<dir>/imagenet21k/<version>/ (see docs/data.md)"),
 }
 
 
