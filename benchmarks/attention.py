@@ -6,7 +6,8 @@
 
 For each (L, normalizer, implementation) it jits the forward and the
 forward+backward (gradient w.r.t. q, k, v of ``sum(out)``) and reports the
-median wall time of ``--repeats`` runs after one warm-up run, and XLA's buffer
+median wall and CPU time of ``--repeats`` runs after one warm-up run (past
+L=4096: one run, no warm-up, since one run takes minutes), and XLA's buffer
 plan for the forward+backward (temporaries + arguments + outputs, from
 ``compiled.memory_analysis()``: the memory the computation needs, measured
 before running it). ``jax.nn.dot_product_attention`` is measured in the same run
@@ -38,7 +39,7 @@ DEFAULT_GRID = {
     256: "all",
     1024: "all",
     4096: ["softmax", "normsoftmax", "relu_seqlen", "scaled"],
-    16384: ["softmax", "scaled"],
+    16384: ["softmax@dense", "softmax@chunked", "scaled@dense", "scaled@linear"],
 }
 LEARNABLE = {"normsoftmax_learnable": {"w": 1.0}, "ssmax": {"s_scale": 0.5}}
 GIB = 2**30
@@ -77,13 +78,14 @@ def _plan_bytes(compiled):
           m.output_size_in_bytes)
 
 
-def _time(fn, args, repeats):
+def _time(fn, args, repeats, warmup=True):
   """Median wall and process-CPU seconds of ``repeats`` runs after a warm-up.
 
   CPU time (all threads) is the steadier measure on a shared machine: other
   jobs' load stretches wall time but not the work this computation does.
   """
-  jax.block_until_ready(fn(*args))  # warm-up (compilation is done already)
+  if warmup:  # compilation is done already; this settles caches/allocations
+    jax.block_until_ready(fn(*args))
   wall, cpu = [], []
   for _ in range(repeats):
     t0, c0 = time.perf_counter(), time.process_time()
@@ -104,8 +106,11 @@ def measure(name, impl, length, args, repeats, chunk, max_bytes):
   if _plan_bytes(compiled_fb) > max_bytes:
     row["status"] = "does not fit"
     return row
-  row["fwd_s"], row["fwd_cpu_s"] = _time(compiled_f, args, repeats)
-  row["fwd_bwd_s"], row["fwd_bwd_cpu_s"] = _time(compiled_fb, args, repeats)
+  # Past L=4096 one run takes minutes: a single timed run, no warm-up.
+  warmup = length <= 4096
+  row["fwd_s"], row["fwd_cpu_s"] = _time(compiled_f, args, repeats, warmup)
+  row["fwd_bwd_s"], row["fwd_bwd_cpu_s"] = _time(compiled_fb, args, repeats,
+                                                  warmup)
   row["status"] = "ok"
   return row
 
@@ -182,7 +187,8 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--lengths", type=int, nargs="*", default=None)
   ap.add_argument("--normalizers", nargs="*", default=None,
-                  help="names or spec strings (default: the grid)")
+                  help="names or spec strings (default: the grid); "
+                       "'name@impl' measures only that implementation")
   ap.add_argument("--impls", nargs="*", default=None,
                   help="restrict to these implementations")
   ap.add_argument("--batch", type=int, default=8)
@@ -216,8 +222,10 @@ def main(argv=None):
     if names == "all":
       names = [n for n in N.names() if n != "prenorm"]
     qkv = _inputs(args.batch, length, args.heads, args.head_dim, jnp.float32)
-    jobs = [("jax.nn", "xla")] + [(n, i) for n in names
-                                  for i in implementations(n, length)]
+    jobs = [("jax.nn", "xla")]
+    for n in names:
+      n, _, only = n.partition("@")
+      jobs += [(n, i) for i in implementations(n, length) if i == (only or i)]
     for name, impl in jobs:
       if args.impls and impl not in args.impls and name != "jax.nn":
         continue
