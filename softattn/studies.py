@@ -380,3 +380,43 @@ def load_module(path: str):
 def dump_json(path: str, obj) -> None:
   with open(path, "w") as f:
     json.dump(obj, f, indent=1, sort_keys=True, default=repr)
+
+
+def event_verdict(flags: Sequence[bool | None], expect: bool, what: str) -> str:
+  """Verdict on "each run <what>" (e.g. "collapsed", "broke down").
+
+  ``flags`` holds one entry per run (None: not finished); ``expect`` is the
+  paper's claim. All finished runs agreeing gives confirmed/contradicted,
+  a mix gives "partly".
+  """
+  known = [f for f in flags if f is not None]
+  if not known:
+    return NOT_RUN
+  k, n = sum(known), len(known)
+  if k == n:
+    return ("confirmed" if expect else "contradicted") + f" ({k}/{n} {what})"
+  if k == 0:
+    return ("contradicted" if expect else "confirmed") + f" (0/{n} {what})"
+  return f"partly ({k}/{n} {what})"
+
+
+def report_main(make_report: Callable[..., list[str]], *, study: str,
+                out: str, spec: str, description: str, argv=None,
+                has_scale: bool = True) -> int:
+  """The command line shared by the studies' ``report.py`` scripts."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  p = argparse.ArgumentParser(description=description)
+  p.add_argument("--workdir", default=f"workdirs/{study}")
+  p.add_argument("--out", default=out)
+  p.add_argument("--spec", default=spec)
+  p.add_argument("--set", action="append", default=[],
+                 help="the same --set the runs were made with")
+  if has_scale:
+    p.add_argument("--scale", default="reduced",
+                   help="which scale's runs the workdir holds")
+  a = p.parse_args(argv)
+  kw = {"scale": a.scale} if has_scale else {}
+  for f in make_report(workdir=a.workdir, out=a.out, spec=a.spec,
+                       extra=a.set, **kw):
+    print(f"wrote {f}")
+  return 0

@@ -15,7 +15,6 @@ its final test accuracy is at chance (< 15 %): the paper's "NaN" rows.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -125,18 +124,8 @@ def param_counts(spec, parts_args):
 
 
 def _acc_verdict_collapse(runs, expect: bool):
-  flags = [collapsed(r) for r in runs]
-  known = [f for f in flags if f is not None]
-  if not known:
-    return studies.NOT_RUN
-  k = sum(known)
-  if k == len(known):
-    return ("confirmed" if expect else "contradicted") + \
-        f" ({k}/{len(known)} seeds collapsed)"
-  if k == 0:
-    return ("contradicted" if expect else "confirmed") + \
-        f" (0/{len(known)} seeds collapsed)"
-  return f"partly ({k}/{len(known)} seeds collapsed)"
+  return studies.event_verdict([collapsed(r) for r in runs], expect,
+                               "seeds collapsed")
 
 
 def make_report(workdir, out, spec=SPEC, scale="reduced", extra=()):
@@ -313,16 +302,9 @@ def _ratio_cell(a, b):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--workdir", default="workdirs/elementwise")
-  p.add_argument("--out", default=os.path.relpath(HERE))
-  p.add_argument("--spec", default=SPEC)
-  p.add_argument("--scale", default="reduced")
-  p.add_argument("--set", action="append", default=[])
-  a = p.parse_args(argv)
-  for f in make_report(a.workdir, a.out, a.spec, a.scale, a.set):
-    print(f"wrote {f}")
-  return 0
+  return studies.report_main(
+      make_report, study="elementwise", out=os.path.relpath(HERE), spec=SPEC,
+      description=__doc__.split("\n")[0], argv=argv)
 
 
 if __name__ == "__main__":

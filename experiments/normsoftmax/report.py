@@ -14,7 +14,6 @@ paper's Figs. 2a and 4).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -321,16 +320,9 @@ inconclusive when within it; "~" claims are confirmed when within it."""
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--workdir", default="workdirs/normsoftmax")
-  p.add_argument("--out", default=os.path.relpath(HERE))
-  p.add_argument("--spec", default=SPEC)
-  p.add_argument("--scale", default="reduced")
-  p.add_argument("--set", action="append", default=[])
-  a = p.parse_args(argv)
-  for f in make_report(a.workdir, a.out, a.spec, a.scale, a.set):
-    print(f"wrote {f}")
-  return 0
+  return studies.report_main(
+      make_report, study="normsoftmax", out=os.path.relpath(HERE), spec=SPEC,
+      description=__doc__.split("\n")[0], argv=argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ chance.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -284,31 +283,14 @@ inconclusive when within it; "~" claims are confirmed when within it."""
 
 
 def _bd_verdict(runs, expect):
-  flags = [breakdown(r)[0] for r in runs]
-  known = [f for f in flags if f is not None]
-  if not known:
-    return studies.NOT_RUN
-  k = sum(known)
-  if k == len(known):
-    return ("confirmed" if expect else "contradicted") + \
-        f" ({k}/{len(known)} runs broke down)"
-  if k == 0:
-    return ("contradicted" if expect else "confirmed") + \
-        f" (0/{len(known)} runs broke down)"
-  return f"partly ({k}/{len(known)} runs broke down)"
+  return studies.event_verdict([breakdown(r)[0] for r in runs], expect,
+                               "runs broke down")
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--workdir", default="workdirs/periodic")
-  p.add_argument("--out", default=os.path.relpath(HERE))
-  p.add_argument("--spec", default=SPEC)
-  p.add_argument("--set", action="append", default=[])
-  p.add_argument("--scale", default="reduced")
-  a = p.parse_args(argv)
-  for f in make_report(a.workdir, a.out, a.spec, a.set, a.scale):
-    print(f"wrote {f}")
-  return 0
+  return studies.report_main(
+      make_report, study="periodic", out=os.path.relpath(HERE), spec=SPEC,
+      description=__doc__.split("\n")[0], argv=argv)
 
 
 if __name__ == "__main__":

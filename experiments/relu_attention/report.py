@@ -11,7 +11,6 @@ measured CPU core-seconds, one curve per normalizer: Fig. 1's axes).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -274,15 +273,9 @@ inconclusive when within it; "~" claims are confirmed when within it."""
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--workdir", default="workdirs/relu_attention")
-  p.add_argument("--out", default=os.path.relpath(HERE))
-  p.add_argument("--spec", default=SPEC)
-  p.add_argument("--set", action="append", default=[])
-  a = p.parse_args(argv)
-  for f in make_report(a.workdir, a.out, a.spec, a.set):
-    print(f"wrote {f}")
-  return 0
+  return studies.report_main(
+      make_report, study="relu_attention", out=os.path.relpath(HERE), spec=SPEC,
+      description=__doc__.split("\n")[0], argv=argv, has_scale=False)
 
 
 if __name__ == "__main__":
