@@ -13,20 +13,7 @@
 #
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-STUDY=elementwise
-WORKDIR="${WORKDIR:-workdirs/$STUDY}"
-OUT="${OUT:-experiments/$STUDY}"
-python -m softattn.data prepare fashion_mnist
-status=0
-parts="models separate"
+PARTS="models separate"
 # The VGG control costs ~10 CPU-hours here (see sweep.py): opt in.
-[ "${CONTROL:-0}" = 1 ] && parts="$parts control"
-for part in $parts; do
-  python -m softattn.sweep run "experiments/$STUDY/sweep.py:part=$part" \
-    --workdir="$WORKDIR/$part" "$@" || status=$?
-done
-# Report whatever finished; unfinished runs show as missing seeds.
-python "experiments/$STUDY/report.py" --workdir="$WORKDIR" --out="$OUT" \
-  ${REPORT_ARGS:-}
-exit "$status"
+[ "${CONTROL:-0}" = 1 ] && PARTS="$PARTS control"
+PARTS="$PARTS" exec bash "$(dirname "$0")/../run_study.sh" elementwise "$@"

@@ -14,17 +14,4 @@
 #
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-STUDY=normsoftmax
-WORKDIR="${WORKDIR:-workdirs/$STUDY}"
-OUT="${OUT:-experiments/$STUDY}"
-python -m softattn.data prepare fashion_mnist
-status=0
-for part in attention loss loss_softmax; do
-  python -m softattn.sweep run "experiments/$STUDY/sweep.py:part=$part" \
-    --workdir="$WORKDIR/$part" "$@" || status=$?
-done
-# Report whatever finished; unfinished runs show as missing seeds.
-python "experiments/$STUDY/report.py" --workdir="$WORKDIR" --out="$OUT" \
-  ${REPORT_ARGS:-}
-exit "$status"
+PARTS="attention loss loss_softmax" exec bash "$(dirname "$0")/../run_study.sh" normsoftmax "$@"

@@ -11,15 +11,4 @@
 #
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-STUDY=relu_attention
-WORKDIR="${WORKDIR:-workdirs/$STUDY}"
-OUT="${OUT:-experiments/$STUDY}"
-python -m softattn.data prepare fashion_mnist
-status=0
-python -m softattn.sweep run "experiments/$STUDY/sweep.py" \
-  --workdir="$WORKDIR" "$@" || status=$?
-# Report whatever finished; unfinished runs show as missing seeds.
-python "experiments/$STUDY/report.py" --workdir="$WORKDIR" --out="$OUT" \
-  ${REPORT_ARGS:-}
-exit "$status"
+exec bash "$(dirname "$0")/../run_study.sh" relu_attention "$@"
