@@ -1,5 +1,7 @@
 """Preprocessing ops, RandAugment/TrivialAugment and Mixup/CutMix."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,6 +69,42 @@ def test_pad_and_crop_is_a_shifted_window():
     assert matches, "pad_and_crop output is not a window of the padded image"
     offsets.add(matches[0])
   assert len(offsets) > 3  # the window moves with the seed
+
+
+def test_rotate_quarter_turn_is_rot90_and_zero_is_identity():
+  image = _image(7, 7)
+  out = preprocess.rotate(tf.constant(image), tf.constant(math.pi / 2))
+  np.testing.assert_array_equal(out.numpy(), np.rot90(image))
+  out = preprocess.rotate(tf.constant(image), tf.constant(0.0))
+  np.testing.assert_array_equal(out.numpy(), image)
+
+
+def test_random_rotate_angles_stay_within_degrees():
+  image = np.zeros((9, 9, 1), np.uint8)
+  image[4, 4:] = 255  # a ray from the centre pointing right
+  for s in range(8):
+    # Within +-10 degrees the ray stays near the horizontal: it still covers
+    # (4, 6) and never reaches the top, where a quarter turn would put it;
+    # 0 degrees is the identity.
+    out = _run("random_rotate(10)", image, seed=(s, 2))
+    assert out[4, 6, 0] > 0 and not out[:2].any()
+    np.testing.assert_array_equal(_run("random_rotate(0)", image, seed=(s, 2)),
+                                  image)
+  angles = {_run("random_rotate(90)", image, seed=(s, 3)).tobytes()
+            for s in range(8)}
+  assert len(angles) > 4  # the angle moves with the seed
+
+
+def test_random_rot90_gives_the_four_quarter_turns():
+  image = _image(6, 6)
+  turns = [np.rot90(image, k) for k in range(4)]
+  seen = set()
+  for s in range(24):
+    out = _run("random_rot90", image, seed=(s, 4))
+    ks = [k for k, t in enumerate(turns) if np.array_equal(out, t)]
+    assert ks, "random_rot90 output is not a quarter turn"
+    seen.add(ks[0])
+  assert seen == {0, 1, 2, 3}
 
 
 def test_flip_lr_flips_sometimes():

@@ -17,6 +17,7 @@ import pytest
 
 from softattn import normalizers, studies, train
 from softattn.sweep import declaration
+from softattn.data import preprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXP = os.path.join(REPO, "experiments")
@@ -62,6 +63,7 @@ def test_every_study_config_builds(path, arg):
     cfg = run.config
     train.check_keys(cfg)
     assert cfg.total_steps or cfg.num_epochs
+    preprocess.parse(cfg.data.pp_train), preprocess.parse(cfg.data.pp_eval)
     assert cfg.data.name in studies.IMAGE_SHAPES
     model = cfg.model.to_dict()
     if model.get("normalizer"):
@@ -81,6 +83,8 @@ def test_every_study_config_builds(path, arg):
     cfg = sweep.runs[-1].config
     assert cfg.model.depth == 56 and cfg.model.nl_blocks.count == 3
     assert cfg.num_epochs == 164 and cfg.batch_size == 128
+  if "scale=full" in arg and path.startswith("periodic"):
+    assert sweep.runs[0].config.data.pp_train.startswith("random_rotate(90)|")
 
 
 def test_elementwise_counts_match_the_paper():
@@ -297,12 +301,30 @@ def test_periodic_report_from_synthetic_runs(tmp_path):
     return ("NaN/Inf loss at step 7" if run.overrides["model.normalizer"] in
             ("sin_max_constant", "sin2_max") else None)
 
-  _fake_sweep(spec, tmp_path / "runs", acc, fail)
+  def diag(run):   # softmax saturates (small local gradients), sin does not
+    soft = run.overrides["model.normalizer"] == "softmax"
+    out = {}
+    for layer in ("block_0", "block_1"):
+      pre = f"diag/Transformer/{layer}/attn/"
+      out[pre + "grad_saturation"] = lambda s, soft=soft: (
+          0.5 if soft else 0.01) + 0.001 * run.overrides["seed"]
+      for q, v in (("01", -3.0), ("10", -1.0), ("50", 0.0), ("90", 1.0),
+                   ("99", 3.0)):
+        out[pre + f"score_q{q}"] = lambda s, v=v: v * s
+        out[pre + f"lgrad_q{q}"] = lambda s, v=v, soft=soft: (
+            10 ** (v - (3 if soft else 0)) + 1e-4 * run.overrides["seed"])
+    return out
+
+  _fake_sweep(spec, tmp_path / "runs", acc, fail, extra_fn=diag)
   files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
                           spec)
   text = open(files[0]).read()
   rows = {l.split("|")[1].strip(): l for l in text.splitlines()
           if l.startswith("| ")}
+  assert "confirmed" in rows["softmax saturates more than sin_softmax"]
+  assert "confirmed" in rows[
+      "softmax's typical local gradient is smaller than sin_softmax's"]
+  assert os.path.exists(tmp_path / "out" / "saturation.png")
   assert "confirmed (9/9 runs broke down)" in rows[
       "sin_max_constant, cos_max, sin2_max break down early"]
   assert "confirmed" in rows["depth 2: sin_softmax > softmax"]

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 from softattn.nn import MultiHeadAttention, attention_diagnostics
-from softattn.nn.diagnostics import jacobian_diagonal
+from softattn.nn.diagnostics import QUANTILES, jacobian_diagonal
 from softattn import normalizers as norms
+
+DIAG_KEYS = {"score_std", "attn_entropy", "grad_saturation",
+             *(f"{p}_q{q:02d}" for p in ("score", "lgrad") for q in QUANTILES)}
 
 X = jnp.asarray(np.random.RandomState(0).randn(2, 6, 16), jnp.float32)
 
@@ -80,7 +83,7 @@ def test_diagnostics_only_when_mutable():
   assert "diagnostics" not in st
   _, st = m.apply(v, X, mutable=["diagnostics", "attention_weights"])
   d = st["diagnostics"]
-  assert set(d) == {"score_std", "attn_entropy", "grad_saturation"}
+  assert set(d) == DIAG_KEYS
   w = st["attention_weights"]["weights"][0]
   assert w.shape == (2, 2, 6, 6)
   np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
@@ -114,11 +117,20 @@ def test_diagnostic_values_on_known_scores():
                              atol=1e-7)
   expected = np.mean(wv * (1 - wv) < 1e-3 / 4)
   np.testing.assert_allclose(d["grad_saturation"], expected)
+  # Quantiles of the valid entries only (the masked column holds 0 in w's
+  # diagonal and is excluded): score_qNN of s, lgrad_qNN of n * w (1 - w).
+  for level in QUANTILES:
+    np.testing.assert_allclose(d[f"score_q{level:02d}"],
+                               np.quantile(sv, level / 100), rtol=1e-5)
+    np.testing.assert_allclose(d[f"lgrad_q{level:02d}"],
+                               np.quantile(4 * wv * (1 - wv), level / 100),
+                               rtol=1e-4, atol=1e-7)
   # A saturated softmax (huge scores) is fully flagged except the winner's
   # neighbours; a linear normalizer never saturates.
   big = s * 1e4
   d = attention_diagnostics(big, norm(big, mask=mask), norm, {}, mask)
   assert float(d["grad_saturation"]) > 0.9
+  assert float(d["lgrad_q50"]) < 1e-3
   lin = norms.get("relu_seqlen(act=identity)")
   d = attention_diagnostics(s, lin(s, mask=mask), lin, {}, mask)
   assert float(d["grad_saturation"]) == 0.0

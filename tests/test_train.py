@@ -109,7 +109,8 @@ def test_end_to_end_train_eval_checkpoint(straight):
   train_recs = [r for r in recs if r["split"] == "train" and "loss" in r]
   assert [r["step"] for r in train_recs] == [3, 6]
   diag = train_recs[-1]
-  for key in ("score_std", "attn_entropy", "grad_saturation"):
+  for key in ("score_std", "attn_entropy", "grad_saturation", "score_q99",
+              "lgrad_q01"):
     vals = [v for k, v in diag.items() if k.startswith("diag/") and k.endswith(key)]
     assert vals and all(np.isfinite(v) for v in vals), key
   assert any(k.startswith("grad_norm/") for k in diag)

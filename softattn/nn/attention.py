@@ -142,7 +142,8 @@ class MultiHeadAttention(nn.Module):
   steps stay on the configured path):
 
   * ``diagnostics``: ``score_std``, ``attn_entropy``, ``grad_saturation``
-    (``softattn.nn.diagnostics``), from the dense scores.
+    and the quantiles ``score_qNN`` / ``lgrad_qNN`` of the normalizer's input
+    and local gradient (``softattn.nn.diagnostics``), from the dense scores.
   * ``attention_weights``: ``weights`` ``[B, H, Lq, Lk]`` for plots.
   """
   num_heads: int

@@ -19,6 +19,11 @@ import jax.numpy as jnp
 # (one jvp per key) cheap at log steps.
 MAX_EXAMPLES = 16
 MAX_QUERY_ROWS = 32
+# Quantile levels of the distributions logged at every log step (in percent,
+# which names the keys: ``score_q01`` ... ``lgrad_q99``). Five levels draw the
+# body and both tails of a distribution as bands over training, the 2-D
+# reading of the periodic paper's 3-D histograms (Wang et al. 2021, Fig. 3-4).
+QUANTILES = (1, 10, 50, 90, 99)
 
 
 def _slice_rows(scores, valid):
@@ -48,6 +53,13 @@ def jacobian_diagonal(fn, scores):
   return jnp.moveaxis(diag, 0, -1)
 
 
+def _masked_quantiles(x, valid, prefix):
+  """``{prefix}_qNN``: quantiles of ``x``'s valid entries (NaN if none)."""
+  q = jnp.nanquantile(jnp.where(valid, x, jnp.nan),
+                      jnp.asarray(QUANTILES, jnp.float32) / 100.0)
+  return {f"{prefix}_q{level:02d}": q[i] for i, level in enumerate(QUANTILES)}
+
+
 def attention_diagnostics(scores, weights, normalizer, params, mask=None):
   """Scalar diagnostics of one attention layer.
 
@@ -70,6 +82,12 @@ def attention_diagnostics(scores, weights, normalizer, params, mask=None):
       ``|d w_ij / d s_ij| < 1e-3 / n`` (``n`` unmasked keys in the row),
       from ``jacobian_diagonal`` on at most ``MAX_EXAMPLES`` examples and
       ``MAX_QUERY_ROWS`` strided query rows.
+    * ``score_qNN`` for NN in ``QUANTILES``: quantiles of the raw
+      normalizer input over those entries (not row-centred: periodic
+      normalizers see the absolute value).
+    * ``lgrad_qNN``: quantiles of the scale-free local gradient
+      ``n * |d w_ij / d s_ij|`` over those entries (1 for a uniform
+      softmax row of length ``n``; near 0 where it saturates).
   """
   scores = jax.lax.stop_gradient(scores.astype(jnp.float32))
   weights = jax.lax.stop_gradient(weights.astype(jnp.float32))
@@ -100,8 +118,11 @@ def attention_diagnostics(scores, weights, normalizer, params, mask=None):
   n_sub = jnp.sum(v_sub, -1, keepdims=True).astype(jnp.float32)
   sat = jnp.logical_and(v_sub, jnp.abs(diag) < 1e-3 / jnp.maximum(n_sub, 1.0))
   grad_saturation = jnp.sum(sat) / jnp.maximum(jnp.sum(v_sub), 1)
-  return dict(score_std=score_std, attn_entropy=attn_entropy,
-              grad_saturation=grad_saturation.astype(jnp.float32))
+  out = dict(score_std=score_std, attn_entropy=attn_entropy,
+             grad_saturation=grad_saturation.astype(jnp.float32))
+  out.update(_masked_quantiles(s_sub, v_sub, "score"))
+  out.update(_masked_quantiles(jnp.abs(diag) * n_sub, v_sub, "lgrad"))
+  return out
 
 
 def sow_diagnostics(module, scores, weights, normalizer, params, mask=None):
