@@ -44,7 +44,8 @@ import optax
 from absl import logging
 from clu import parameter_overview, periodic_actions
 
-from softattn import (checkpointing, evaluate, losses, metrics as metrics_lib,
+from softattn import (checkpointing, evaluate, init_from as init_from_lib,
+                      losses, metrics as metrics_lib,
                       optim, sharding)
 
 
@@ -62,7 +63,7 @@ KNOWN_KEYS = frozenset({
     "model", "optimizer", "schedule", "loss", "mesh", "sharding_rules",
     "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
     "compute_dtype", "diagnostics", "eval", "fewshot", "multihost", "verbose",
-    "name", "description", "runlocal", "checkpoint_async",
+    "name", "description", "runlocal", "checkpoint_async", "init_from",
 })
 _SUBKEYS = {
     "optimizer": {"name", "b1", "b2", "eps", "mu_dtype", "weight_decay",
@@ -73,6 +74,7 @@ _SUBKEYS = {
     "loss": {"name", "label_smoothing", "gamma", "tau", "mixup_alpha",
              "cutmix_alpha", "switch_prob"},
     "eval": {"batch_size", "i1k_from_i21k", "i21k_wnids_file", "i1k_data"},
+    "init_from": {"path", "step", "skip"},
 }
 COMPUTE_DTYPES = ("float32", "bfloat16")
 
@@ -110,6 +112,10 @@ def default_config() -> ml_collections.ConfigDict:
       batch_size=config_dict.placeholder(int), i1k_from_i21k=False,
       i21k_wnids_file=config_dict.placeholder(str), i1k_data=None))
   c.fewshot = ml_collections.ConfigDict(dict(datasets={}, every=0))
+  # Weights from another run or a big_vision .npz (softattn.init_from).
+  c.init_from = ml_collections.ConfigDict(dict(
+      path=config_dict.placeholder(str), step=config_dict.placeholder(int),
+      skip=""))
   c.multihost = False
   c.verbose = True
   return c
@@ -591,6 +597,12 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
       say(f"Resumed from checkpoint step {start} in {ckpt.directory}")
     else:
       state, state_sharding = init_state(cfg, model, tx, info, mesh)
+      if cfg.get("init_from") and cfg.init_from.get("path"):
+        state, summary = init_from_lib.load_into(
+            state, cfg, model, image_size=int(info["image_shape"][0]))
+        state = jax.device_put(state, state_sharding)
+        say(summary)
+        writer.write_texts(0, {"info/init_from": summary})
       num_params = parameter_overview.count_parameters(state["params"])
       overview = parameter_overview.get_parameter_overview(
           state["params"], include_stats=False)

@@ -140,6 +140,37 @@ def test_rerun_of_a_finished_run_only_reevaluates(straight, tmp_path):
   assert max(steps) == 6 and steps.count(6) == 1  # no step was trained again
 
 
+def test_init_from_another_run_loads_its_weights(straight, tmp_path):
+  # lr 0: one step leaves the params where init_from put them. The learnable
+  # NormSoftmax adds parameters the checkpoint lacks: they stay fresh.
+  over = dict(BASE, total_steps=1, log_every=1, eval_every=1,
+              checkpoint_every=1, **{"schedule.base_lr": 0.0,
+                                     "schedule.warmup_steps": 0,
+                                     "model.normalizer": "normsoftmax_learnable",
+                                     "init_from.path": str(straight[0])})
+  train_runner.run(_spec(tmp_path, overrides=over))
+  _, src = _final_params(straight[0])
+  _, got = _final_params(tmp_path)
+  flat = lambda t: {"/".join(str(getattr(k, "key", k)) for k in p): v
+                    for p, v in jax.tree_util.tree_flatten_with_path(t)[0]}
+  src, got = flat(src), flat(got)
+  new = sorted(set(got) - set(src))
+  assert new and all(k.endswith("/norm_w") for k in new), new
+  for k, v in src.items():
+    np.testing.assert_array_equal(got[k], v, err_msg=k)
+  text = [r for r in metrics.read_jsonl(str(tmp_path / "metrics.jsonl"), "info")
+          if "init_from" in r]
+  assert text and f"{len(src)} weights loaded" in text[0]["init_from"]
+
+
+def test_init_from_a_mismatched_run_fails_before_training(straight, tmp_path):
+  over = dict(BASE, total_steps=1, **{"model.width": 24,
+                                      "init_from.path": str(straight[0])})
+  with pytest.raises(ValueError, match="shape mismatch.*init_from.skip"):
+    train_runner.run(_spec(tmp_path, overrides=over))
+  assert not os.path.exists(tmp_path / "checkpoints" / "1")
+
+
 def test_sigterm_saves_and_resume_is_bitwise_identical(straight, tmp_path):
   # SIGTERM while fetching step 2's batch: step 2 still runs, then it saves
   # step 3 (not a multiple of checkpoint_every) and returns.

@@ -473,8 +473,9 @@ inconclusive when within it."""
   the sweep; `model.nl_blocks.embed_channels` and `model.depth` are the
   fields to sweep for them.
 * Tiny-ImageNet fine-tuning of a pretrained PreResNet-50 (insert NL blocks,
-  then train): the training loop has no "initialise from another
-  checkpoint" option yet."""
+  then train): the loop can do it (`init_from.path=<pretrained run>`; the
+  inserted NL blocks start fresh, tested in `tests/test_train.py`), but
+  TFDS has no Tiny-ImageNet builder, so no config is declared."""
 
   results = studies.write_results(os.path.join(out, "RESULTS.md"),
                                   [head, t3, t3b, tab1, tab2, fig, notes])
