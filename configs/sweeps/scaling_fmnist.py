@@ -25,9 +25,10 @@ the scaling plot does not use them.
   python -m softattn.sweep report workdirs/scaling_fmnist \
       --out=experiments/scaling/results
 
-(``experiments/scaling/run.sh`` runs exactly this.) 15 runs, ~5.9e13 training
-FLOPs in all (XLA's count: 3.2e10 per step for the largest size), about an
-hour on 2 CPU cores (the largest size ran at ~0.5 steps/s on 2 loaded cores).
+(``experiments/scaling/run.sh`` runs exactly this.) 15 runs, 6.2e13 training
+FLOPs in all (XLA's count: 3.2e10 per step for the largest size): 21 minutes
+on 2 CPU cores with ``--parallel=2`` (measured; the largest size ~6 minutes
+per run), results in ``experiments/scaling/RESULTS.md``.
 
 Args (``configs/sweeps/scaling_fmnist.py:<k>=<v>,...``):
   steps: training steps per run (default 400).
