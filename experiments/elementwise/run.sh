@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The reduced-scale element-wise attention study (experiments/elementwise/
-# sweep.py): models A-H, single head and no-skip (x3 seeds), the
-# separate-optimizer runs, on Fashion-MNIST (the VGG control only with
-# CONTROL=1: ~10 CPU-hours); an estimated 1-1.5
-# hours on 2 CPU cores (not measured yet). Then RESULTS.md and the plots in experiments/elementwise/
-# (or $OUT).
+# sweep.py): models A-H, single head and no-skip, the separate-optimizer
+# runs (1 epoch x 2 seeds each), on Fashion-MNIST (the VGG control only with
+# CONTROL=1: hours); ~40 minutes on 2 CPU cores with --parallel=2. Then
+# RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
 #
-#   bash experiments/elementwise/run.sh                   # everything
+#   bash experiments/elementwise/run.sh --parallel=2      # what RESULTS.md ran
+#   bash experiments/elementwise/run.sh                   # one run at a time
 #   bash experiments/elementwise/run.sh --parallel=2      # args go to `sweep run`
 #   WORKDIR=/tmp/ew OUT=/tmp/ew_out bash experiments/elementwise/run.sh \
 #       --set num_epochs=0.1 --only '*seed-0'             # smoke test
@@ -14,6 +14,6 @@
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail
 PARTS="models separate"
-# The VGG control costs ~10 CPU-hours here (see sweep.py): opt in.
+# The VGG control costs hours here (see sweep.py): opt in.
 [ "${CONTROL:-0}" = 1 ] && PARTS="$PARTS control"
 PARTS="$PARTS" exec bash "$(dirname "$0")/../run_study.sh" elementwise "$@"

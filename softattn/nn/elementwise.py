@@ -57,23 +57,31 @@ class ElementWiseAttention(nn.Module):
     init = nn.initializers.normal(stddev=self.init_std)
     wx = self.param("x_weights", init, (self.heads, h, w, c), jnp.float32)
     wy = self.param("y_weights", init, (self.heads, h, w, c), jnp.float32)
-    xf = x.astype(jnp.float32)[:, None]                      # [B,1,H,W,C]
-    ox = jax.nn.softmax(xf * wx, axis=3)                     # along a row
-    oy = jax.nn.softmax(xf * wy, axis=2)                     # along a column
-    rel = ox * oy                                            # [B,n,H,W,C]
+    # Everything up to the conv runs channels-first on 4-D [B, n*C, H, W]
+    # arrays (head-major channels, as the NHWC concatenation): the row
+    # softmax then reduces over the minor axis. The direct NHWC/5-D version
+    # (few channels, C = 1 on Fashion-MNIST) made XLA:CPU's train step
+    # ~10x slower through reductions and broadcasts over non-minor axes.
     b = x.shape[0]
-    stacked = jnp.moveaxis(rel, 1, 3).reshape(b, h, w, self.heads * c)
+    nc = self.heads * c
+    to_cf = lambda t: jnp.transpose(t, (0, 3, 1, 2))       # NHWC -> NCHW
+    to_cl = lambda t: jnp.transpose(t, (0, 2, 3, 1))       # NCHW -> NHWC
+    xr = jnp.tile(to_cf(x.astype(jnp.float32)), (1, self.heads, 1, 1))
+    w_cf = lambda t: jnp.transpose(t, (0, 3, 1, 2)).reshape(nc, h, w)
+    ox = jax.nn.softmax(xr * w_cf(wx), axis=3)             # along a row
+    oy = jax.nn.softmax(xr * w_cf(wy), axis=2)             # along a column
+    rel = ox * oy                                          # [B,nC,H,W]
     if self.relevance_norm is not None:
-      stacked = self.relevance_norm(stacked)
-    rel = stacked.reshape(b, h, w, self.heads, c)
-    heads = x.astype(jnp.float32)[:, :, :, None] * rel       # [B,H,W,n,C]
+      rel = to_cf(self.relevance_norm(to_cl(rel)))
+    heads = xr * rel                                       # [B,nC,H,W]
     if self.head_groups:
       if self.heads % self.head_groups:
         raise ValueError(f"heads={self.heads} is not divisible by "
                          f"head_groups={self.head_groups}")
-      heads = heads.reshape(b, h, w, self.head_groups,
-                            self.heads // self.head_groups, c).mean(4)
-    y = heads.reshape(b, h, w, -1).astype(x.dtype)
+      heads = heads.reshape(b, self.head_groups,
+                            self.heads // self.head_groups, c, h, w).mean(2)
+      heads = heads.reshape(b, self.head_groups * c, h, w)
+    y = to_cl(heads).astype(x.dtype)
     y = nn.Conv(c, (3, 3), padding=1, kernel_init=init, dtype=self.dtype,
                 name="conv")(y)
     if self.skip:
