@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reduced-scale scaled non-local study (experiments/nonlocal/sweep.py):
-# 17 settings x 3 seeds on Fashion-MNIST, an estimated 1-1.5 hours on 2 CPU
-# cores (not measured yet), then
+# 17 settings x 3 seeds on Fashion-MNIST, 36 minutes on 2 CPU cores with
+# --parallel=2 (what RESULTS.md ran), then
 # RESULTS.md and the plots in experiments/nonlocal/ (or $OUT).
 #
 #   bash experiments/nonlocal/run.sh                        # everything
