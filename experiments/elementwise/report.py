@@ -149,10 +149,10 @@ def make_report(workdir, out, spec=SPEC, scale="reduced", extra=()):
   ctrl_note = (f"{ctrl_epochs:g} epochs x {len(groups['control'])} seed(s)"
                + (" (shorter than the paper's 10)" if ctrl_epochs < 10
                   else "") + (
-                      "; it costs ~10 CPU-hours here (0.7 PFLOP), so "
-                      "`run.sh` runs it only with `CONTROL=1`"))
+                      "; it costs ~70 TFLOP per epoch, so `run.sh` runs it "
+                      "only with `CONTROL=1`"))
   not_testable = ("not testable at this scale: the control was not run "
-                  "(~10 CPU-hours; `CONTROL=1 bash "
+                  "(`CONTROL=1 bash "
                   "experiments/elementwise/run.sh`)")
   head = f"""# Element-wise attention (Baco China et al. 2023): reproduction
 
