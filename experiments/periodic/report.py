@@ -264,8 +264,13 @@ inconclusive when within it; "~" claims are confirmed when within it."""
   ver.append(["sin_max_constant, cos_max, sin2_max break down early",
               "yes (results omitted)", _bd_verdict(bd(study.BREAKDOWN),
                                                    True)])
-  ver.append(["siren_max breaks down", "yes", _bd_verdict(bd(["siren_max"]),
-                                                          True)])
+  trend = lambda n: " -> ".join(f"{acc[n, d].mean:.1f}" if acc[n, d].n
+                                else "?" for d in depths)
+  ver.append(["siren_max breaks down", "yes", _bd_verdict(
+      bd(["siren_max"]), True) + (
+          f"; its accuracy by depth {'/'.join(map(str, depths))}: "
+          f"{trend('siren_max')} % (softmax {trend('softmax')} %)"
+          if acc["siren_max", depths[0]].n else "")])
   ver.append(["prenorm(siren_max) trains", "yes (55.19 .. 84.70)",
               _bd_verdict(bd(["prenorm(siren_max)"]), False)])
   ver.append(["softmax and sin_softmax do not break down", "yes",

@@ -31,8 +31,9 @@ Scales:
   gives 4x4 = 16 tokens as on CIFAR), width 128, 4 heads of 32, MLP 256,
   stem 16/64/128, depth 1/2/4, batch 64, 300 steps, Adam lr 1e-3 wd 1e-4
   (constant), flip; 3 seeds for Table 2, 1 for the break-down group:
-  81 runs (XLA: 1.35 GFLOP per step at depth 1); estimated 1-1.5 hours on
-  2 cores, most of it per-run compilation and evaluation (not measured).
+  81 runs (XLA: 1.35 GFLOP per step at depth 1): 49 minutes on 2 cores
+  with ``--parallel=2`` (measured, with other jobs sharing the cores part of
+  the time), most of it per-run compilation and evaluation.
 
   python -m softattn.sweep run experiments/periodic/sweep.py --workdir=workdirs/periodic
   python experiments/periodic/report.py --workdir=workdirs/periodic
