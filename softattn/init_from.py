@@ -97,10 +97,11 @@ def merge(fresh: Mapping, loaded: Mapping, skip: str = "",
   skipped_ = lambda k: bool(pattern and pattern.fullmatch(k))
   src = _flat(loaded)
   report = {"loaded": [], "fresh": [], "skipped": [], "unused": []}
-  wrong = []
+  wrong, model_keys = [], set()
 
   def pick(path, leaf):
     k = optim.path_str(path)
+    model_keys.add(k)
     if skipped_(k):
       report["skipped"].append(k)
       return leaf
@@ -116,7 +117,6 @@ def merge(fresh: Mapping, loaded: Mapping, skip: str = "",
     return jnp.asarray(value, leaf.dtype)
 
   merged = jax.tree_util.tree_map_with_path(pick, dict(fresh))
-  model_keys = set(_flat(fresh))
   extra = [k for k in src if k not in model_keys]
   report["unused"] = [k for k in extra if skipped_(k)]
   unexpected = [k for k in extra if not skipped_(k)]

@@ -83,6 +83,11 @@ class Run:
     s, v = zip(*pts)
     return np.asarray(s, float), np.asarray(v, float)
 
+  def diag_keys(self, metric: str) -> list[str]:
+    """Sorted ``diag/<layer path>/<metric>`` keys: one per attention layer."""
+    return sorted({k for rec in self.records for k in rec
+                   if k.startswith("diag/") and k.endswith("/" + metric)})
+
   def final(self, metric: str, split: str = "eval") -> float | None:
     """The last value of ``metric`` in ``split`` records, if the run is done."""
     if self.state != "done":

@@ -67,18 +67,12 @@ def loss_label(r):
   return "nsm-inf" if r.config.loss.gamma == float("inf") else "nsm-1"
 
 
-def _diag_layers(r, metric):
-  keys = sorted({k for rec in r.records for k in rec
-                 if k.startswith("diag/") and k.endswith("/" + metric)})
-  return keys
-
-
 def entropy_range(r):
   """Max - min over training of the attention entropy, mean over layers."""
   if r.state != "done":
     return None
   vals = []
-  for k in _diag_layers(r, "attn_entropy"):
+  for k in r.diag_keys("attn_entropy"):
     _, v = r.series(k)
     if v.size > 1:
       vals.append(v.max() - v.min())
@@ -97,13 +91,13 @@ def plot_diag(path, runs_by_label, metric, ylabel, logy=False):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   panels = [(lab, r) for lab, r in runs_by_label.items() if r is not None
-            and _diag_layers(r, metric)]
+            and r.diag_keys(metric)]
   if not panels:
     return None
   fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6),
                            squeeze=False, sharey=True)
   for ax, (lab, r) in zip(axes[0], panels):
-    for k in _diag_layers(r, metric):
+    for k in r.diag_keys(metric):
       s, v = r.series(k)
       ax.plot(s, v, label=_layer_label(k), marker="o" if len(s) <= 20
               else None, markersize=3)

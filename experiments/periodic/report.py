@@ -88,9 +88,7 @@ def mean_diag(r, metric):
   """Mean over training and layers of a per-layer diagnostic."""
   if r.state != "done":
     return None
-  keys = {k for rec in r.records for k in rec
-          if k.startswith("diag/") and k.endswith("/" + metric)}
-  vals = [r.series(k)[1] for k in sorted(keys)]
+  vals = [r.series(k)[1] for k in r.diag_keys(metric)]
   vals = [v for v in vals if v.size]
   return float(np.mean([v.mean() for v in vals])) if vals else None
 
@@ -124,11 +122,6 @@ def plot_depth(path, runs, depths):
   return path
 
 
-def _layer_keys(r, metric):
-  return sorted({k for rec in r.records for k in rec
-                 if k.startswith("diag/") and k.endswith("/" + metric)})
-
-
 def plot_saturation(path, runs_by_label):
   """Distributions over training: rows input / local gradient, a column each.
 
@@ -140,7 +133,7 @@ def plot_saturation(path, runs_by_label):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   have = {lab: r for lab, r in runs_by_label.items() if r is not None and
-          _layer_keys(r, "score_q50")}
+          r.diag_keys("score_q50")}
   if not have:
     return None
   rows = [("score", "normalizer input s", False),
@@ -150,7 +143,7 @@ def plot_saturation(path, runs_by_label):
   for col, (lab, r) in enumerate(have.items()):
     for row, (prefix, label, logy) in enumerate(rows):
       ax = axes[row, col]
-      keys = _layer_keys(r, f"{prefix}_q50")
+      keys = r.diag_keys(f"{prefix}_q50")
       base = keys[0][:-len("_q50")]
       q = {lv: r.series(f"{base}_q{lv}") for lv in ("01", "10", "50", "90",
                                                     "99")}
@@ -172,7 +165,7 @@ def plot_saturation(path, runs_by_label):
       ax.grid(alpha=0.3)
       ax.legend(fontsize=7)
     ax = axes[2, col]
-    for i, k in enumerate(_layer_keys(r, "grad_saturation")):
+    for i, k in enumerate(r.diag_keys("grad_saturation")):
       s_, v = r.series(k)
       ax.plot(s_, v, color="C2", alpha=1.0 - 0.5 * i / 4,
               label="saturated fraction, one line per layer" if i == 0

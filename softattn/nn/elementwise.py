@@ -67,7 +67,7 @@ class ElementWiseAttention(nn.Module):
     to_cf = lambda t: jnp.transpose(t, (0, 3, 1, 2))       # NHWC -> NCHW
     to_cl = lambda t: jnp.transpose(t, (0, 2, 3, 1))       # NCHW -> NHWC
     xr = jnp.tile(to_cf(x.astype(jnp.float32)), (1, self.heads, 1, 1))
-    w_cf = lambda t: jnp.transpose(t, (0, 3, 1, 2)).reshape(nc, h, w)
+    w_cf = lambda t: to_cf(t).reshape(nc, h, w)            # [n,H,W,C] too
     ox = jax.nn.softmax(xr * w_cf(wx), axis=3)             # along a row
     oy = jax.nn.softmax(xr * w_cf(wy), axis=2)             # along a column
     rel = ox * oy                                          # [B,nC,H,W]
