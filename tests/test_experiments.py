@@ -220,6 +220,10 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
   assert "confirmed" in rows["more heads do not help: D ~ B"]
   assert "81.10 ± 0.14 (n=2)" in rows["B"]   # 81.0, 81.2
   assert "0.25 ± 0 (n=2)" in rows["B"]  # first-layer gradient norm
+  # 81.1 / 88.0 = 92 %, and the control's short budget is named.
+  assert ("confirmed (ours 92 %, within 92 ± 5 %) (control trained 1 epoch, "
+          "not 10)") in rows["B reaches ~92 % of the control's accuracy"]
+  assert "The VGG control after 1 epoch" in text and "above B's" in text
   assert os.path.exists(out / "accuracy.png")
 
 

@@ -2,7 +2,8 @@
 # The reduced-scale element-wise attention study (experiments/elementwise/
 # sweep.py): models A-H, single head and no-skip, the separate-optimizer
 # runs (1 epoch x 2 seeds each), on Fashion-MNIST (the VGG control only with
-# CONTROL=1: hours); ~40 minutes on 2 CPU cores with --parallel=2. Then
+# CONTROL=1: +42 min alone, ~12 GB); 29 minutes on 2 CPU cores with
+# --parallel=2. Then
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
 #
 #   bash experiments/elementwise/run.sh --parallel=2      # what RESULTS.md ran
@@ -14,6 +15,6 @@
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail
 PARTS="models separate"
-# The VGG control costs hours here (see sweep.py): opt in.
+# The VGG control costs 70 CPU-minutes per epoch here (see sweep.py): opt in.
 [ "${CONTROL:-0}" = 1 ] && PARTS="$PARTS control"
 PARTS="$PARTS" exec bash "$(dirname "$0")/../run_study.sh" elementwise "$@"

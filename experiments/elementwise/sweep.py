@@ -22,14 +22,15 @@ config sections (a sweep overrides leaves of one base config):
 Scales:
 
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST, the paper's recipe
-  (batch 4096, Adam 1e-3, N(0, 0.02)) for ``epochs`` (default 1, i.e. 14
+  (batch 4096, Adam 1e-3, N(0, 0.02)) for ``epochs`` (default 1, i.e. 15
   steps; the paper trains 10) x 2 seeds. Measured: a train step of model A
   at batch 4096 takes ~6 s on the 2-core CPU (XLA counts only 6.1 GFLOP,
   but the exp-heavy element-wise backward is memory-bound on XLA:CPU), so
   the paper's 10 epochs x 3 seeds would take ~25 CPU-hours for the 36
-  runs; 1 epoch x 2 seeds is ~40 minutes with ``--parallel=2``. The
-  control (~1.2 GFLOP per image per train step) trains as many epochs as
-  the attention models, 1 seed, and runs only with ``CONTROL=1``
+  runs; 1 epoch x 2 seeds took 29 minutes with ``--parallel=2``. The
+  control (XLA: 4.4 TFLOP per train step of 4096) trains as many epochs
+  as the attention models, 1 seed, and runs only with ``CONTROL=1``: 1
+  epoch took 70 CPU-minutes, 42 minutes alone on 2 cores, ~12 GB
   (``control_epochs`` changes its length; the report marks a control
   shorter than the paper's 10 epochs as such).
 * ``scale=full``: as the paper; ``dataset=cifar10``

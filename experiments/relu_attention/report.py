@@ -6,7 +6,8 @@ r"""RESULTS.md and plots of the ReLU-attention study, from the runs' metrics.
 Reads every declared run (finished or not) and writes ``<out>/RESULTS.md``,
 ``alpha.png`` (accuracy vs alpha per activation and size: Fig. 2) and
 ``compute.png`` (accuracy vs training FLOPs from XLA's cost analysis and vs
-measured CPU core-seconds, one curve per normalizer: Fig. 1's axes).
+measured CPU core-seconds, one curve per normalizer -- softmax, every h at
+alpha 1, relu at alpha 0 -- through the two sizes: Fig. 1's axes).
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ def plot_alpha(path, runs, sizes):
   return path
 
 
+def compute_curves():
+  """(normalizer, label) of the accuracy-vs-compute plot: Fig. 1's curves."""
+  return ([("softmax", "softmax")] +
+          [(study.relu_n(1.0, h), f"{h}/n") for h in study.ACTS] +
+          [(RELU0, "relu (alpha 0)")])
+
+
 def plot_compute(path, runs, sizes):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -101,7 +109,7 @@ def plot_compute(path, runs, sizes):
   drawn = False
   for ax, (fn, xl) in zip(axes[0], [(train_flops, "training FLOPs (XLA)"),
                                     (core_seconds, "CPU core-seconds")]):
-    for norm, label in [("softmax", "softmax"), (RELU1, "relu/n")]:
+    for norm, label in compute_curves():
       pts = []
       for size in sizes:
         rs = sel(runs, norm, size)
@@ -111,9 +119,12 @@ def plot_compute(path, runs, sizes):
           pts.append((x.mean, y.mean, y.std))
       if pts:
         pts.sort()
+        main = norm in ("softmax", RELU1)
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
                     yerr=[p[2] for p in pts], marker="o", capsize=3,
-                    label=label)
+                    label=label, lw=2 if main else 1,
+                    alpha=1.0 if main else 0.6,
+                    ls="-" if main else "--")
         drawn = True
     ax.set_xscale("log")
     ax.set_xlabel(xl)
@@ -124,7 +135,7 @@ def plot_compute(path, runs, sizes):
     return None
   for ax in axes[0]:
     if ax.get_legend_handles_labels()[0]:
-      ax.legend(fontsize=8)
+      ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
@@ -224,7 +235,7 @@ inconclusive when within it; "~" claims are confirmed when within it."""
 
   rows = []
   for size in sizes:
-    for norm, label in [("softmax", "softmax"), (RELU1, "relu/n")]:
+    for norm, label in compute_curves():
       rs = sel(runs, norm, size)
       fl = studies.summarize(rs, train_flops)
       cs = studies.summarize(rs, core_seconds)
