@@ -13,6 +13,9 @@ states a verdict per claim (``compare``):
   (``sqrt(std_a^2 + std_b^2)``, sample std over seeds);
 * ``inconclusive``: the difference is within that spread, or fewer than 2
   seeds finished on a side;
+* ``compare_paired`` applies the same rule to per-seed differences
+  (``paired``): runs with equal seeds share init and data order, so the
+  spread is that of the differences, not of the two sides;
 * ``not run yet``: a side has no finished run (what the committed
   ``RESULTS.md`` files say before anyone ran the studies);
 * ``not testable at this scale`` is written by the study itself, with why.
@@ -33,6 +36,15 @@ import numpy as np
 from softattn.sweep import declaration, rundir
 
 NOT_RUN = "not run yet"
+# The verdict-rule paragraph of a RESULTS.md whose verdicts use
+# ``compare_paired``.
+PAIRED_RULE = """Verdict rule, paired by seed (runs with the same seed share their init and
+data order, so the spread both sides share cancels): per seed, the
+difference of the two sides; confirmed / contradicted when the mean
+difference has the paper's sign (or the other) and exceeds the sample std
+of the differences; inconclusive when within it or with fewer than 2 seed
+pairs; "~" claims are confirmed when within it. Table cells are plain
+mean ± std over seeds."""
 # Image shapes of the datasets the studies use (for building models without
 # the data: tests, memory analysis).
 IMAGE_SHAPES = {"fashion_mnist": (28, 28, 1), "mnist": (28, 28, 1),
@@ -183,25 +195,76 @@ def compare(a: Stat, b: Stat, *, claim: str = "a<b") -> str:
   ``a=b`` is confirmed when the difference is within the seed spread and
   contradicted when it exceeds it (needs 2+ seeds each).
   """
-  if claim not in ("a<b", "a>b", "a=b"):
-    raise ValueError(f"claim must be 'a<b', 'a>b' or 'a=b', got {claim!r}")
+  _check_claim(claim)
   if a.n == 0 or b.n == 0:
     return NOT_RUN
   diff = a.mean - b.mean
-  spread = math.sqrt(a.std ** 2 + b.std ** 2)
   if a.n < 2 or b.n < 2:
     return f"inconclusive (fewer than 2 seeds finished; diff {diff:+.3g})"
+  return _verdict(diff, math.sqrt(a.std ** 2 + b.std ** 2), claim, "")
+
+
+def paired(a_runs: Sequence[Run], b_runs: Sequence[Run],
+           value: Callable[[Run], float | None]) -> Stat:
+  """Per-seed differences ``value(a) - value(b)`` over the seeds both sides
+  finished (``declared``: the seeds both sides declare).
+
+  Two runs with the same seed share their initialisation and their data
+  order (``train.py`` derives both from ``config.seed``), so the part of
+  the seed-to-seed spread they have in common cancels in the difference:
+  a consistent gap of 2 points under a 3-point seed spread is visible here
+  and not to ``compare``.
+  """
+  return paired_sum([(1.0, a_runs), (-1.0, b_runs)], value)
+
+
+def paired_sum(terms: Sequence[tuple[float, Sequence[Run]]],
+               value: Callable[[Run], float | None]) -> Stat:
+  """Per seed, ``sum(c * value(run of that seed))`` over ``(c, runs)`` terms,
+  for the seeds every term has; e.g. a gap of gaps
+  ``(a1 - a0) - (b1 - b0)`` is ``[(1, a1), (-1, a0), (-1, b1), (1, b0)]``."""
+  by_seed = [{r.seed: value(r) for r in runs} for _, runs in terms]
+  both = sorted(set.intersection(*[set(m) for m in by_seed])) \
+      if by_seed else []
+  ok = lambda v: v is not None and math.isfinite(v)
+  diffs = [sum(c * m[k] for (c, _), m in zip(terms, by_seed)) for k in both
+           if all(ok(m[k]) for m in by_seed)]
+  if not diffs:
+    return Stat(None, None, 0, len(both))
+  arr = np.asarray(diffs, float)
+  std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+  return Stat(float(arr.mean()), std, int(arr.size), len(both))
+
+
+def compare_paired(d: Stat, *, claim: str = "a<b") -> str:
+  """``compare`` for per-seed differences ``d = paired(a, b, ...)``: the
+  mean difference against the sample std of the differences."""
+  _check_claim(claim)
+  if d.n == 0:
+    return NOT_RUN
+  if d.n < 2:
+    return f"inconclusive (fewer than 2 seed pairs; diff {d.mean:+.3g})"
+  return _verdict(d.mean, d.std, claim, f"paired, {d.n} seeds; ")
+
+
+def _check_claim(claim):
+  if claim not in ("a<b", "a>b", "a=b"):
+    raise ValueError(f"claim must be 'a<b', 'a>b' or 'a=b', got {claim!r}")
+
+
+def _verdict(diff: float, spread: float, claim: str, tag: str) -> str:
   within = abs(diff) <= spread
   if claim == "a=b":
-    return (f"confirmed (|diff| {abs(diff):.3g} <= spread {spread:.3g})"
+    return (f"confirmed ({tag}|diff| {abs(diff):.3g} <= spread {spread:.3g})"
             if within else
-            f"contradicted (|diff| {abs(diff):.3g} > spread {spread:.3g})")
+            f"contradicted ({tag}|diff| {abs(diff):.3g} > spread "
+            f"{spread:.3g})")
   if within:
-    return (f"inconclusive (diff {diff:+.3g} within seed spread "
+    return (f"inconclusive ({tag}diff {diff:+.3g} within seed spread "
             f"{spread:.3g})")
   ok = diff < 0 if claim == "a<b" else diff > 0
   word = "confirmed" if ok else "contradicted"
-  return f"{word} (diff {diff:+.3g}, spread {spread:.3g})"
+  return f"{word} ({tag}diff {diff:+.3g}, spread {spread:.3g})"
 
 
 def compare_gaps(a1: Stat, a0: Stat, b1: Stat, b0: Stat, *,

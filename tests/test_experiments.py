@@ -139,6 +139,34 @@ def test_compare_and_stats():
     studies.compare(a, b, claim="less")
 
 
+def test_paired_comparison_sees_a_consistent_gap_under_seed_spread():
+  def run(side, seed):
+    return studies.Run(f"{side}{seed}", {"seed": seed}, "done", None, [], None)
+
+  # Seeds differ by 3 points, b is 1 point (+- 0.1) below a in every seed.
+  a = [run("a", s) for s in range(3)]
+  b = [run("b", s) for s in range(4)]    # seed 3: no partner, not counted
+  va = {0: 50.0, 1: 53.0, 2: 56.0}
+  vb = {0: 49.0, 1: 51.9, 2: 55.1, 3: 70.0}
+  d = studies.paired(a, b, lambda r: (va if r.name[0] == "a" else vb)[r.seed])
+  assert (d.n, d.declared) == (3, 3) and d.mean == pytest.approx(1.0, abs=1e-9)
+  unpaired = studies.compare(studies.summarize(a, lambda r: va[r.seed]),
+                             studies.summarize(b[:3], lambda r: vb[r.seed]),
+                             claim="a>b")
+  assert unpaired.startswith("inconclusive")
+  assert studies.compare_paired(d, claim="a>b").startswith(
+      "confirmed (paired, 3 seeds; diff +1")
+  assert studies.compare_paired(d, claim="a=b").startswith("contradicted")
+  # Gap of gaps per seed: (a - b) - (b - a) = 2 (a - b).
+  g = studies.paired_sum([(1, a), (-1, b), (-1, b), (1, a)],
+                         lambda r: (va if r.name[0] == "a" else vb)[r.seed])
+  assert g.mean == pytest.approx(2.0) and g.n == 3
+  one = studies.paired(a[:1], b, lambda r: 1.0)
+  assert studies.compare_paired(one, claim="a>b").startswith("inconclusive")
+  assert studies.compare_paired(studies.paired([], b, lambda r: 1.0)) == \
+      studies.NOT_RUN
+
+
 def _nonlocal_acc(run):
   """Fake accuracy: scaled NL better; direction-only hurts NL only."""
   nl = run.overrides

@@ -148,6 +148,8 @@ def make_report(workdir, out, spec=SPEC, extra=()):
   sizes = list(study.SIZES)
   cfg = runs[0].config
   acc = lambda rs: studies.summarize(rs, studies.accuracy_pct)
+  vs = lambda a, b, claim, value=studies.accuracy_pct: \
+      studies.compare_paired(studies.paired(a, b, value), claim=claim)
 
   head = f"""# ReLU attention (Wortsman et al. 2023): reproduction at reduced scale
 
@@ -168,9 +170,7 @@ alpha grid has seed 0 only). Full scale:
 
 {studies.run_summary(runs)}
 
-Verdict rule: confirmed / contradicted when the difference has the paper's
-sign (or the other) and exceeds the seed spread sqrt(std_a² + std_b²);
-inconclusive when within it; "~" claims are confirmed when within it."""
+{studies.PAIRED_RULE}"""
 
   sections = [head]
   ver = []
@@ -199,31 +199,28 @@ inconclusive when within it; "~" claims are confirmed when within it."""
                  f"spread; best: " + ", ".join(f"{k} {v:g}" for k, v in
                                                best.items()) + ")")])
     ver.append([f"{size}: relu/n (alpha 1) > relu (alpha 0)", "yes",
-                studies.compare(acc(sel(runs, RELU1, size)),
-                                acc(sel(runs, RELU0, size)), claim="a>b")])
+                vs(sel(runs, RELU1, size), sel(runs, RELU0, size), "a>b")])
     ver.append([f"{size}: relu/n ~ softmax", "approaches or matches",
-                studies.compare(acc(sel(runs, RELU1, size)),
-                                acc(sel(runs, "softmax", size)),
-                                claim="a=b")])
+                vs(sel(runs, RELU1, size), sel(runs, "softmax", size),
+                   "a=b")])
   sections.append("### Claims (Figs. 1, 2)\n\n" + studies.md_table(
       ["claim", "paper", "verdict here"], ver))
 
   rows, ver = [], []
   for norm, label in [("softmax", "softmax"), (RELU1, "relu/n")]:
-    on, off = acc(sel(runs, norm)), acc(sel(runs, norm, qkln=False))
-    rows.append([label, on.fmt(), off.fmt()])
+    on, off = sel(runs, norm), sel(runs, norm, qkln=False)
+    rows.append([label, acc(on).fmt(), acc(off).fmt()])
     ver.append([f"{label}: qk-LayerNorm has no large effect (on ~ off)",
                 "\"does not have a large effect for these models\"",
-                studies.compare(on, off, claim="a=b")])
-  g1 = acc(sel(runs, RELU1, gated=True))
-  g0 = acc(sel(runs, RELU0, gated=True))
+                vs(on, off, "a=b")])
+  g1r, g0r = sel(runs, RELU1, gated=True), sel(runs, RELU0, gated=True)
+  g1, g0 = acc(g1r), acc(g0r)
   ver.append(["with the gated unit, seq-length scaling still helps: "
               "gated relu/n > gated relu (alpha 0)",
-              "best accuracy still with scaling", studies.compare(
-                  g1, g0, claim="a>b")])
+              "best accuracy still with scaling", vs(g1r, g0r, "a>b")])
   ver.append(["the gate does not beat plain relu/n (gated ~ not gated)",
               "(gate costs +9.3 % core-hours)",
-              studies.compare(g1, acc(sel(runs, RELU1)), claim="a=b")])
+              vs(g1r, sel(runs, RELU1), "a=b")])
   sections.append(
       "## Figs. 3 and 4 analog: qk-LayerNorm and the gated unit (small)\n\n"
       + studies.md_table(["normalizer", "qk-LN on", "qk-LN off"], rows) +
@@ -260,7 +257,8 @@ inconclusive when within it; "~" claims are confirmed when within it."""
     rows.append([size, p_sm.fmt(), p_re.fmt()])
     ver.append([f"{size}: 10-shot probe, relu/n ~ softmax",
                 "similar few-shot transfer",
-                studies.compare(p_re, p_sm, claim="a=b")])
+                vs(sel(runs, RELU1, size), sel(runs, "softmax", size), "a=b",
+                   probe_pct)])
   sections.append(
       "## 10-shot linear probe on frozen features\n\n"
       "Closed-form ridge on the standardised pre-logits, 10 examples per "
