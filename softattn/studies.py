@@ -13,9 +13,10 @@ states a verdict per claim (``compare``):
   (``sqrt(std_a^2 + std_b^2)``, sample std over seeds);
 * ``inconclusive``: the difference is within that spread, or fewer than 2
   seeds finished on a side;
-* ``compare_paired`` applies the same rule to per-seed differences
-  (``paired``): runs with equal seeds share init and data order, so the
-  spread is that of the differences, not of the two sides;
+* ``versus`` / ``compare_paired`` (what the reports use) apply the same
+  rule to per-seed differences (``paired``): runs with equal seeds share
+  init and data order, so the spread is that of the differences, not of
+  the two sides (with a floor, ``MIN_DIFF_PCT``, for accuracies);
 * ``not run yet``: a side has no finished run (what the committed
   ``RESULTS.md`` files say before anyone ran the studies);
 * ``not testable at this scale`` is written by the study itself, with why.
@@ -43,8 +44,13 @@ data order, so the spread both sides share cancels): per seed, the
 difference of the two sides; confirmed / contradicted when the mean
 difference has the paper's sign (or the other) and exceeds the sample std
 of the differences; inconclusive when within it or with fewer than 2 seed
-pairs; "~" claims are confirmed when within it. Table cells are plain
-mean ± std over seeds."""
+pairs; "~" claims are confirmed when within it. An accuracy or error
+difference below 0.1 points (10 of 10,000 test images) counts as within,
+however consistent. Table cells are plain mean ± std over seeds."""
+# Accuracy / error differences (points) below this are "within" in paired
+# verdicts: with 2-3 seeds the std of the differences can be ~0, and a
+# 0.01-point gap (one test image) is no finding.
+MIN_DIFF_PCT = 0.1
 # Image shapes of the datasets the studies use (for building models without
 # the data: tests, memory analysis).
 IMAGE_SHAPES = {"fashion_mnist": (28, 28, 1), "mnist": (28, 28, 1),
@@ -189,6 +195,9 @@ def accuracy_pct(r: Run) -> float | None:
   return None if a is None else 100.0 * a
 
 
+error_pct.pct = accuracy_pct.pct = True   # differences in points: floor
+
+
 def compare(a: Stat, b: Stat, *, claim: str = "a<b") -> str:
   """Verdict on the claim ``a < b`` (or ``a > b``, ``a=b``) from two stats.
 
@@ -205,7 +214,8 @@ def compare(a: Stat, b: Stat, *, claim: str = "a<b") -> str:
 
 
 def paired(a_runs: Sequence[Run], b_runs: Sequence[Run],
-           value: Callable[[Run], float | None]) -> Stat:
+           value: Callable[[Run], float | None],
+           key: Callable[[Run], Any] = lambda r: r.seed) -> Stat:
   """Per-seed differences ``value(a) - value(b)`` over the seeds both sides
   finished (``declared``: the seeds both sides declare).
 
@@ -213,17 +223,26 @@ def paired(a_runs: Sequence[Run], b_runs: Sequence[Run],
   order (``train.py`` derives both from ``config.seed``), so the part of
   the seed-to-seed spread they have in common cancels in the difference:
   a consistent gap of 2 points under a 3-point seed spread is visible here
-  and not to ``compare``.
+  and not to ``compare``. ``key`` pairs runs by something finer than the
+  seed, e.g. ``(depth, seed)`` when each side pools several depths.
   """
-  return paired_sum([(1.0, a_runs), (-1.0, b_runs)], value)
+  return paired_sum([(1.0, a_runs), (-1.0, b_runs)], value, key)
 
 
 def paired_sum(terms: Sequence[tuple[float, Sequence[Run]]],
-               value: Callable[[Run], float | None]) -> Stat:
+               value: Callable[[Run], float | None],
+               key: Callable[[Run], Any] = lambda r: r.seed) -> Stat:
   """Per seed, ``sum(c * value(run of that seed))`` over ``(c, runs)`` terms,
   for the seeds every term has; e.g. a gap of gaps
   ``(a1 - a0) - (b1 - b0)`` is ``[(1, a1), (-1, a0), (-1, b1), (1, b0)]``."""
-  by_seed = [{r.seed: value(r) for r in runs} for _, runs in terms]
+  by_seed = []
+  for _, runs in terms:
+    m = {key(r): value(r) for r in runs}
+    if len(m) < len(runs):
+      raise ValueError(
+          f"{len(runs)} runs but {len(m)} distinct pairing keys on one "
+          "side: pass key= that tells them apart (e.g. (depth, seed))")
+    by_seed.append(m)
   both = sorted(set.intersection(*[set(m) for m in by_seed])) \
       if by_seed else []
   ok = lambda v: v is not None and math.isfinite(v)
@@ -236,15 +255,32 @@ def paired_sum(terms: Sequence[tuple[float, Sequence[Run]]],
   return Stat(float(arr.mean()), std, int(arr.size), len(both))
 
 
-def compare_paired(d: Stat, *, claim: str = "a<b") -> str:
+def compare_paired(d: Stat, *, claim: str = "a<b", floor: float = 0.0
+                   ) -> str:
   """``compare`` for per-seed differences ``d = paired(a, b, ...)``: the
-  mean difference against the sample std of the differences."""
+  mean difference against the sample std of the differences, or ``floor``
+  (the smallest difference that counts, e.g. ``MIN_DIFF_PCT``) if larger."""
   _check_claim(claim)
   if d.n == 0:
     return NOT_RUN
   if d.n < 2:
     return f"inconclusive (fewer than 2 seed pairs; diff {d.mean:+.3g})"
-  return _verdict(d.mean, d.std, claim, f"paired, {d.n} seeds; ")
+  return _verdict(d.mean, max(d.std, floor), claim, f"paired, {d.n} pairs; ")
+
+
+def versus(a_runs: Sequence[Run], b_runs: Sequence[Run], claim: str,
+           value: Callable[[Run], float | None] | None = None,
+           key: Callable[[Run], Any] = lambda r: r.seed,
+           floor: float | None = None) -> str:
+  """Paired verdict on ``claim`` between two groups of runs (the reports'
+  one-liner): ``value`` defaults to ``accuracy_pct``; ``floor`` defaults
+  to ``MIN_DIFF_PCT`` for accuracy / error in % (``pct=True`` values) and
+  0 otherwise."""
+  value = value or accuracy_pct
+  if floor is None:
+    floor = MIN_DIFF_PCT if getattr(value, "pct", False) else 0.0
+  return compare_paired(paired(a_runs, b_runs, value, key), claim=claim,
+                        floor=floor)
 
 
 def _check_claim(claim):

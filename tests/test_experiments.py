@@ -155,12 +155,22 @@ def test_paired_comparison_sees_a_consistent_gap_under_seed_spread():
                              claim="a>b")
   assert unpaired.startswith("inconclusive")
   assert studies.compare_paired(d, claim="a>b").startswith(
-      "confirmed (paired, 3 seeds; diff +1")
+      "confirmed (paired, 3 pairs; diff +1")
   assert studies.compare_paired(d, claim="a=b").startswith("contradicted")
   # Gap of gaps per seed: (a - b) - (b - a) = 2 (a - b).
   g = studies.paired_sum([(1, a), (-1, b), (-1, b), (1, a)],
                          lambda r: (va if r.name[0] == "a" else vb)[r.seed])
   assert g.mean == pytest.approx(2.0) and g.n == 3
+  # A consistent 0.01-point gap is below MIN_DIFF_PCT: equal, not a finding.
+  tiny = {**{("a", k): v for k, v in va.items()},
+          **{("b", k): v - 0.01 for k, v in va.items()}}
+  acc = lambda r: tiny[r.name[0], r.seed]
+  acc.pct = True
+  assert studies.versus(a, b[:3], "a=b", acc).startswith("confirmed")
+  assert studies.versus(a, b[:3], "a=b", acc, floor=0.0).startswith(
+      "contradicted")
+  with pytest.raises(ValueError, match="key="):   # two runs of seed 0
+    studies.paired(a + [run("a", 0)], b, lambda r: 1.0)
   one = studies.paired(a[:1], b, lambda r: 1.0)
   assert studies.compare_paired(one, claim="a>b").startswith("inconclusive")
   assert studies.compare_paired(studies.paired([], b, lambda r: 1.0)) == \
@@ -209,7 +219,7 @@ def test_reports_without_runs_say_not_run_yet(tmp_path):
                              maps=False)
   text = open(files[0]).read()
   assert "not run yet" in text and "confirmed" not in text.split(
-      "Verdict rule")[1].replace("confirmed / contradicted", "")
+      studies.PAIRED_RULE)[1]
   ew = _module("elementwise/report.py")
   files = ew.make_report(str(tmp_path / "none"), str(tmp_path / "o2"),
                          "experiments/elementwise/sweep.py")

@@ -148,6 +148,7 @@ def make_report(workdir, out, spec=SPEC, scale="reduced", extra=()):
   ctrl_epochs = ctrl_cfg.num_epochs
 
   ctrl_done = acc["control"].n > 0
+  vs = lambda a, b, claim: studies.versus(groups[a], groups[b], claim)
   cs = [float(r.status["core_seconds"]) / 60 / ctrl_epochs
         for r in groups["control"] if r.state == "done" and r.status
         and r.status.get("core_seconds")]
@@ -182,9 +183,7 @@ Full-scale configs: `experiments/elementwise/sweep.py:part=<p>,scale=full`
 
 {studies.run_summary(allruns)}
 
-Verdict rule: confirmed / contradicted when the difference has the paper's
-sign (or the other) and exceeds the seed spread sqrt(std_a² + std_b²);
-inconclusive when within it; "~ equal" claims are confirmed when within it."""
+{studies.PAIRED_RULE}"""
 
   prow = []
   for k in ["control", *"ABCDEFGH", "single head"]:
@@ -232,16 +231,16 @@ inconclusive when within it; "~ equal" claims are confirmed when within it."""
       ["E, G (BN, 4 layers) do not collapse", "yes",
        _acc_verdict_collapse(groups["E"] + groups["G"], False)],
       ["BN hurts at 4 layers: E < F", "77.09 vs 81.33",
-       studies.compare(acc["E"], acc["F"], claim="a<b")],
+       vs("E", "F", "a<b")],
       ["BN hurts at 4 layers: G < H", "76.37 vs 80.79",
-       studies.compare(acc["G"], acc["H"], claim="a<b")],
+       vs("G", "H", "a<b")],
       ["more heads do not help: D ~ B", "81.66 vs 81.46",
-       studies.compare(acc["D"], acc["B"], claim="a=b")],
+       vs("D", "B", "a=b")],
       ["more layers do not help: F ~ B", "81.33 vs 81.46",
-       studies.compare(acc["F"], acc["B"], claim="a=b")],
+       vs("F", "B", "a=b")],
       ["the control beats the attention models: control > B",
        "88.29 vs 81.46",
-       studies.compare(acc["control"], acc["B"], claim="a>b") + ctrl_short
+       vs("control", "B", "a>b") + ctrl_short
        if ctrl_done else not_testable],
       ["B reaches ~92 % of the control's accuracy", "81.46 / 88.29 = 92 %",
        _ratio_cell(acc["B"], acc["control"]) + ctrl_short if ctrl_done
@@ -263,15 +262,14 @@ inconclusive when within it; "~ equal" claims are confirmed when within it."""
   aver = [
       ["a single head is about as good as many: single ~ D",
        "80.09 vs 81.66",
-       studies.compare(acc["single head"], acc["D"], claim="a=b")],
+       vs("single head", "D", "a=b")],
       ["separate optimizers (attention lr 0.1) give no relevant gain: "
        "~ B", "CIFAR-10 only",
-       studies.compare(acc["B, separate optimizers"], acc["B"],
-                       claim="a=b")],
+       vs("B, separate optimizers", "B", "a=b")],
       ["without skip, separate optimizers train it to ~B's accuracy",
        "82.13 vs 81.46",
-       studies.compare(acc["B, no skip, separate optimizers"], acc["B"],
-                       claim="a=b") + short.replace("collapse", "recovery")],
+       vs("B, no skip, separate optimizers", "B", "a=b")
+       + short.replace("collapse", "recovery")],
       ["without skip and separate optimizers training is unstable",
        "\"too unstable\"",
        _acc_verdict_collapse(groups["B, no skip, one optimizer"], True)

@@ -277,9 +277,10 @@ test error %, so compare *differences between settings*, not absolute values.
 
 {studies.run_summary(runs)}
 
-Verdict rule: confirmed / contradicted when the difference has the paper's
-sign (or the other) and exceeds the seed spread sqrt(std_a² + std_b²);
-inconclusive when within it."""
+{studies.PAIRED_RULE}"""
+
+  vs = lambda a, b, claim, value=studies.error_pct: studies.versus(
+      a, b, claim, value)
 
   # Table 3: error.
   rows, verdicts = [], []
@@ -296,15 +297,15 @@ inconclusive when within it."""
     verdicts.append([f"scaled NL error < NL error at {heads} head(s)",
                      "yes (1/2/4 heads, both datasets)" if heads < 8 else
                      "(8 heads not in the paper)",
-                     studies.compare(err[heads, "scaled"],
-                                     err[heads, "softmax"], claim="a<b")])
+                     vs(group(runs, heads, "scaled"),
+                        group(runs, heads, "softmax"), "a<b")])
   verdicts.append(["NL blocks help: 4-head NL error < no NL (0 heads)",
                    "yes (6.37 -> 5.62 on CIFAR-10)",
-                   studies.compare(err[4, "softmax"], err[0, "softmax"],
-                                   claim="a<b")])
+                   vs(group(runs, 4, "softmax"), group(runs, 0, "softmax"),
+                      "a<b")])
   verdicts.append(["more heads help scaled NL: 4 heads < 1 head", "yes",
-                   studies.compare(err[4, "scaled"], err[1, "scaled"],
-                                   claim="a<b")])
+                   vs(group(runs, 4, "scaled"), group(runs, 1, "scaled"),
+                      "a<b")])
   t3 = ("## Table 3 analog: heads, test error\n\n"
         "The paper's 0-head cells (PreResNet-56 without NL blocks) are "
         "garbled in the text we have; 6.37 / ~26.5 %, 2827 MB and ~62.3 "
@@ -361,12 +362,12 @@ inconclusive when within it."""
               ["claim", "paper", "verdict here"],
               [["NL step time grows from 1 to 8 heads",
                 "83 -> 101 ms (1 -> 4)",
-                studies.compare(ms[8, "softmax"], ms[1, "softmax"],
-                                claim="a>b")],
+                vs(group(runs, 8, "softmax"), group(runs, 1, "softmax"),
+                   "a>b", step_ms)],
                ["scaled NL step time flat from 1 to 8 heads",
                 "78 -> 77 ms (1 -> 4)",
-                studies.compare(ms[8, "scaled"], ms[1, "scaled"],
-                                claim="a=b")]]))
+                vs(group(runs, 8, "scaled"), group(runs, 1, "scaled"),
+                   "a=b", step_ms)]]))
   t3b = "## Table 3 analog: memory and step time\n\n" + mem_text + \
       "\n\n" + time_text
 
@@ -383,17 +384,20 @@ inconclusive when within it."""
                                                  "direction")]])
   ver.append(["direction-only: scaled NL error < NL error",
               "yes (6.01 vs 5.67; 25.44 vs 24.68)",
-              studies.compare(t1["scaled", "direction"],
-                              t1["softmax", "direction"], claim="a<b")])
+              vs(group(runs, 4, "scaled", mode="direction"),
+                 group(runs, 4, "softmax", mode="direction"), "a<b")])
   ver.append(["direction-only hurts NL more than scaled NL "
               "(dir - base error gap)", "NL +0.28/+0.32, scaled +0.03/+0.15",
-              studies.compare_gaps(
-                  t1["softmax", "direction"], t1["softmax", "base"],
-                  t1["scaled", "direction"], t1["scaled", "base"],
-                  claim="a>b")])
+              studies.compare_paired(studies.paired_sum(
+                  [(1, group(runs, 4, "softmax", mode="direction")),
+                   (-1, group(runs, 4, "softmax", mode="base")),
+                   (-1, group(runs, 4, "scaled", mode="direction")),
+                   (1, group(runs, 4, "scaled", mode="base"))],
+                  studies.error_pct), claim="a>b",
+                  floor=studies.MIN_DIFF_PCT)])
   ver.append(["magnitude-only: scaled NL ~ NL", "5.83 vs 5.76",
-              studies.compare(t1["scaled", "magnitude"],
-                              t1["softmax", "magnitude"], claim="a=b")])
+              vs(group(runs, 4, "scaled", mode="magnitude"),
+                 group(runs, 4, "softmax", mode="magnitude"), "a=b")])
   tab1 = "## Table 1 analog: magnitude-only / direction-only (4 heads)\n\n" + \
       studies.md_table(["block", "paper base", "paper mag", "paper dir",
                         "ours base", "ours mag", "ours dir"], rows) + \
@@ -410,17 +414,17 @@ inconclusive when within it."""
                                  ("he", "normal", "zeros")],
                  *[t2[block, i].fmt() for i in ("he", "normal", "zeros")]])
   ver.append(["NL: sigma 0.01 beats He", "yes (5.73 vs 5.91)",
-              studies.compare(t2["softmax", "normal"], t2["softmax", "he"],
-                              claim="a<b")])
+              vs(group(runs, 4, "softmax", init="normal"),
+                 group(runs, 4, "softmax", init="he"), "a<b")])
   ver.append(["scaled NL: He at least as good as sigma 0.01",
               "yes (5.64 vs 5.69)",
-              studies.compare(t2["scaled", "he"], t2["scaled", "normal"],
-                              claim="a=b")])
+              vs(group(runs, 4, "scaled", init="he"),
+                 group(runs, 4, "scaled", init="normal"), "a=b")])
   for block in ["softmax", "scaled"]:
     ver.append([f"{LABEL[block]}: sigma 0 is worst (vs sigma 0.01)",
                 "yes (both blocks, both datasets)",
-                studies.compare(t2[block, "zeros"], t2[block, "normal"],
-                                claim="a>b")])
+                vs(group(runs, 4, block, init="zeros"),
+                   group(runs, 4, block, init="normal"), "a>b")])
   tab2 = "## Table 2 analog: embedding init (4 heads)\n\n" + \
       "Columns He / sigma 0.01 / sigma 0.\n\n" + studies.md_table(
           ["block", "paper He", "paper 0.01", "paper 0", "ours He",
@@ -431,11 +435,11 @@ inconclusive when within it."""
   fig_text = ("Not computed (`--no_maps`).")
   if maps:
     got, ratios = {}, {}
+    per_seed = {}    # run name -> statistic, both blocks
     for block in ["softmax", "scaled"]:
       cands = [r for r in group(runs, 4, block) if r.state == "done"]
       cands.sort(key=lambda r: r.seed)
       got[LABEL[block]] = None
-      per_seed = {}
       for r in cands:   # the statistic on every seed; the maps of the first
         w = attention_maps(r, os.path.join(workdir, r.name))
         if w is not None:
@@ -446,7 +450,8 @@ inconclusive when within it."""
     p = plot_maps(os.path.join(out, "attention_maps.png"), got)
     files.append(p)
     cell = lambda b: ratios[b].fmt(digits=3)
-    v = studies.compare(ratios["softmax"], ratios["scaled"], claim="a<b")
+    v = vs(group(runs, 4, "softmax"), group(runs, 4, "scaled"), "a<b",
+           lambda r: per_seed.get(r.name))
     if ratios["softmax"].n and ratios["softmax"].mean > 0.5:
       v += ("; the ordering only: an NL ratio this far from 0 means weak "
             "vertical lines at this budget, not the paper's clear ones")

@@ -150,8 +150,7 @@ def make_report(workdir, out, spec=SPEC, scale="reduced", extra=()):
       f"{spec}:part={part},scale={scale}", os.path.join(workdir, part),
       extra)]
   budgets, wd, sel = attn_groups(att)
-  vs = lambda a, b, claim, value=studies.accuracy_pct: \
-      studies.compare_paired(studies.paired(a, b, value), claim=claim)
+  vs = studies.versus
   unit = "steps" if att[0].get("total_steps") and scale == "reduced" else \
       "epochs"
   acc = {(n, b): studies.summarize(sel(n, b), studies.accuracy_pct)
@@ -236,7 +235,8 @@ Fashion-MNIST (ours): compare differences, not levels.
             studies.compare_paired(studies.paired_sum(
                 [(1, sel(SM, top)), (-1, sel(SM, top, no_wd=True)),
                  (-1, sel(INF, top)), (1, sel(INF, top, no_wd=True))],
-                studies.accuracy_pct), claim="a>b")],
+                studies.accuracy_pct), claim="a>b",
+                floor=studies.MIN_DIFF_PCT)],
            ["without weight decay nsm-inf > sm", "87.46 vs 84.15",
             vs(sel(INF, top, no_wd=True), sel(SM, top, no_wd=True),
                "a>b")]]))

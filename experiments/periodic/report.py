@@ -217,9 +217,7 @@ levels.
 
 {studies.run_summary(runs)}
 
-Verdict rule: confirmed / contradicted when the difference has the paper's
-sign (or the other) and exceeds the seed spread sqrt(std_a² + std_b²);
-inconclusive when within it; "~" claims are confirmed when within it."""
+{studies.PAIRED_RULE}"""
 
   rows = []
   for n in PAPER:
@@ -231,20 +229,21 @@ inconclusive when within it; "~" claims are confirmed when within it."""
         f"{'/'.join(map(str, PAPER_DEPTHS))}.\n\n" + studies.md_table(
             ["normalizer", "paper (CIFAR-100)",
              *[f"ours depth {d}" for d in depths]], rows))
+  vs = studies.versus
   ver = []
   for d in depths:
     for n in ("sin2_max_shifted", "sin_softmax"):
       ver.append([f"depth {d}: {n} > softmax", "yes at every depth",
-                  studies.compare(acc[n, d], acc["softmax", d],
-                                  claim="a>b")])
+                  vs(select(runs, n, d), select(runs, "softmax", d),
+                     "a>b")])
     ver.append([f"depth {d}: prenorm(softmax) > softmax",
                 "yes at every depth",
-                studies.compare(acc["prenorm(softmax)", d],
-                                acc["softmax", d], claim="a>b")])
+                vs(select(runs, "prenorm(softmax)", d),
+                   select(runs, "softmax", d), "a>b")])
     ver.append([f"depth {d}: prenorm does not help sin_softmax (~)",
                 "-0.37/-0.22/+0.45/-0.51",
-                studies.compare(acc["prenorm(sin_softmax)", d],
-                                acc["sin_softmax", d], claim="a=b")])
+                vs(select(runs, "prenorm(sin_softmax)", d),
+                   select(runs, "sin_softmax", d), "a=b")])
   t2 += "\n\n" + studies.md_table(["claim", "paper", "verdict here"], ver)
   fdepth = plot_depth(os.path.join(out, "depth.png"), runs, depths)
   t2 += "\n\n" + studies.image(fdepth, "accuracy vs depth")
@@ -282,6 +281,8 @@ inconclusive when within it; "~" claims are confirmed when within it."""
   fsat = plot_saturation(os.path.join(out, "saturation.png"), {
       n: deepest(n) for n in ("softmax", "sin_softmax")})
   pair = ("softmax", "sin_softmax")
+  pooled = {n: [r for d in depths for r in select(runs, n, d)] for n in pair}
+  by_depth = lambda r: (r.get("model.depth"), r.seed)
   sat = {n: studies.summarize([r for d in depths for r in select(runs, n, d)],
                               lambda r: mean_diag(r, "grad_saturation"))
          for n in pair}
@@ -305,11 +306,13 @@ inconclusive when within it; "~" claims are confirmed when within it."""
       studies.md_table(["claim", "paper", "verdict here"], [
           ["softmax saturates more than sin_softmax",
            "softmax's gradient vanishes for large inputs; sin_softmax's "
-           "does not", studies.compare(sat["softmax"], sat["sin_softmax"],
-                                       claim="a>b")],
+           "does not", vs(pooled["softmax"], pooled["sin_softmax"], "a>b",
+                          lambda r: mean_diag(r, "grad_saturation"),
+                          by_depth)],
           ["softmax's typical local gradient is smaller than sin_softmax's",
-           "same", studies.compare(med["sin_softmax"], med["softmax"],
-                                   claim="a>b")]]) + "\n\n" +
+           "same", vs(pooled["sin_softmax"], pooled["softmax"], "a>b",
+                      lambda r: mean_diag(r, "lgrad_q50"), by_depth)]]) +
+      "\n\n" +
       studies.image(fsat, "gradient saturation over training"))
 
   notes = """## Not testable here

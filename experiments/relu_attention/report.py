@@ -44,6 +44,9 @@ def probe_pct(r):
   return None if v is None else 100.0 * v
 
 
+probe_pct.pct = True   # accuracy points: studies.versus's floor applies
+
+
 def train_flops(r):
   if r.state != "done" or not r.status:
     return None
@@ -148,8 +151,7 @@ def make_report(workdir, out, spec=SPEC, extra=()):
   sizes = list(study.SIZES)
   cfg = runs[0].config
   acc = lambda rs: studies.summarize(rs, studies.accuracy_pct)
-  vs = lambda a, b, claim, value=studies.accuracy_pct: \
-      studies.compare_paired(studies.paired(a, b, value), claim=claim)
+  vs = studies.versus
 
   head = f"""# ReLU attention (Wortsman et al. 2023): reproduction at reduced scale
 
