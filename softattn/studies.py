@@ -303,32 +303,6 @@ def _verdict(diff: float, spread: float, claim: str, tag: str) -> str:
   return f"{word} ({tag}diff {diff:+.3g}, spread {spread:.3g})"
 
 
-def compare_gaps(a1: Stat, a0: Stat, b1: Stat, b0: Stat, *,
-                 claim: str = "a>b") -> str:
-  """Verdict on ``(a1 - a0) > (b1 - b0)`` (``claim='a>b'``) or ``<``.
-
-  E.g. "removing weight decay costs softmax more than NSM": ``a`` softmax,
-  ``b`` NSM, ``1`` with and ``0`` without weight decay. The spread is the
-  four stats' stds in quadrature.
-  """
-  if claim not in ("a<b", "a>b"):
-    raise ValueError(f"claim must be 'a<b' or 'a>b', got {claim!r}")
-  stats = (a1, a0, b1, b0)
-  if any(s.n == 0 for s in stats):
-    return NOT_RUN
-  ga, gb = a1.mean - a0.mean, b1.mean - b0.mean
-  if any(s.n < 2 for s in stats):
-    return (f"inconclusive (fewer than 2 seeds finished; gaps {ga:+.3g} vs "
-            f"{gb:+.3g})")
-  spread = math.sqrt(sum(s.std ** 2 for s in stats))
-  if abs(ga - gb) <= spread:
-    return (f"inconclusive (gaps {ga:+.3g} vs {gb:+.3g}, within spread "
-            f"{spread:.3g})")
-  ok = ga > gb if claim == "a>b" else ga < gb
-  return (f"{'confirmed' if ok else 'contradicted'} (gaps {ga:+.3g} vs "
-          f"{gb:+.3g}, spread {spread:.3g})")
-
-
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
   """A GitHub markdown table; cells are ``str``-ed, ``|`` escaped."""
   cell = lambda x: str(x).replace("|", "\\|")
