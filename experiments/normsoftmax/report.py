@@ -186,12 +186,12 @@ Fashion-MNIST (ours): compare differences, not levels.
       [f"at the shortest budget ({short} {unit}) nsm-inf > sm",
        "yes (NSM wins most at short budgets)",
        vs(sel(INF, short), sel(SM, short), "a>b")],
-      [f"at the shortest budget nsm-inf > nsm-sqrtd",
+      ["at the shortest budget nsm-inf > nsm-sqrtd",
        "yes (larger gamma, more acceleration)",
        vs(sel(INF, short), sel(SQ, short), "a>b")],
       [f"at the longest budget ({top} {unit}) nsm-sqrtd ~ sm",
        "88.13 vs 87.96", vs(sel(SQ, top), sel(SM, top), "a=b")],
-      [f"at the longest budget nsm-inf ~ sm", "88.01 vs 87.96",
+      ["at the longest budget nsm-inf ~ sm", "88.01 vs 87.96",
        vs(sel(INF, top), sel(SM, top), "a=b")],
   ]
   gaps = {n: [studies.paired(sel(n, b), sel(SM, b), studies.accuracy_pct)
