@@ -443,6 +443,35 @@ def param_count(shapes) -> int:
                  jax.tree.leaves(shapes.get("params", {}))))
 
 
+def restore_checkpoint(run_dir: str):
+  """The latest Orbax checkpoint of a run directory as a dict of arrays
+  (``params``, ``batch_stats``, ...), or None when it has none."""
+  ckpt = os.path.abspath(os.path.join(run_dir, "checkpoints"))
+  if not os.path.isdir(ckpt):
+    return None
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  mngr = ocp.CheckpointManager(ckpt)
+  step = mngr.latest_step()
+  if step is None:
+    return None
+  return mngr.restore(step, args=ocp.args.StandardRestore())
+
+
+def load_images(config, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+  """The first ``n`` examples of ``split`` through the config's
+  deterministic eval preprocessing: ``(images float32, integer labels)``."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  from softattn.data import preprocess  # pylint: disable=g-import-not-at-top
+  ds = tfds.load(config.data.name, split=f"{split}[:{n}]",
+                 data_dir=config.data.get("data_dir", None))
+  pp = preprocess.parse(config.data.pp_eval)
+  seed = tf.constant([0, 0], tf.int64)
+  out = [pp(e, seed) for e in ds]
+  return (np.stack([np.asarray(e["image"]) for e in out]).astype(np.float32),
+          np.asarray([int(e["label"]) for e in out]))
+
+
 def load_module(path: str):
   """A study's ``sweep.py`` as a module (its lists of normalizers etc.),
   under a name unique to its path so two studies' files never collide."""

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 
+import numpy as np
 import pytest
 
 from softattn import normalizers, studies, train
@@ -374,3 +375,37 @@ def test_periodic_report_from_synthetic_runs(tmp_path):
   assert "contradicted" in rows["depth 1: prenorm(softmax) > softmax"] or \
       "inconclusive" in rows["depth 1: prenorm(softmax) > softmax"]
   assert "yes (1/1; at step 7)" in text
+
+
+def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
+                                                              monkeypatch):
+  """The report recomputes the paper's first-layer gradient mean from a real
+  run's checkpoint (the loop on mock data) and caches it."""
+  import sys  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, os.path.dirname(__file__))
+  import train_runner  # pylint: disable=g-import-not-at-top
+  ew = _module("elementwise/report.py")
+  # Model B, one step of batch 4 (the single-head preset keeps it small).
+  over = {"model.heads": 1, "batch_size": 4, "num_epochs": None,
+          "total_steps": 1, "checkpoint_every": 1, "eval_every": 1,
+          "log_every": 1, "checkpoint_async": False, "verbose": False,
+          "eval.batch_size": 4}
+  wd = tmp_path / "run"
+  train_runner.run(dict(config="experiments/elementwise/sweep.py",
+                        overrides=over, workdir=str(wd), num_examples=8))
+  cfg = train_runner.apply_overrides(
+      train_runner.load_config("experiments/elementwise/sweep.py"), over)
+  run = studies.Run("r", {"seed": 0}, "done", None, [], {"step": 1},
+                    config=cfg)
+  cache = str(tmp_path / "grad_avg.json")
+  with tfds.testing.mock_data(num_examples=8):
+    v = ew.paper_grad_avg(run, str(wd), n=8)
+    assert isinstance(v, float) and np.isfinite(v) and v != 0.0
+    assert ew.grad_avgs([("models/r", run, str(wd))], cache) == \
+        {"models/r": v}
+  assert ew.paper_grad_avg(run, str(tmp_path / "none")) is None
+  # Cached by key and step: no recomputation.
+  monkeypatch.setattr(ew, "paper_grad_avg", lambda *a: 1 / 0)
+  assert ew.grad_avgs([("models/r", run, str(wd))], cache) == \
+      {"models/r": v}

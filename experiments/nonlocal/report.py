@@ -144,43 +144,19 @@ def _memory_table(spec_full):
 # Fig. 1: attention maps from a trained checkpoint.
 
 
-def _restore(run_dir):
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  mngr = ocp.CheckpointManager(os.path.abspath(
-      os.path.join(run_dir, "checkpoints")))
-  step = mngr.latest_step()
-  if step is None:
-    return None
-  state = mngr.restore(step, args=ocp.args.StandardRestore())
-  return state
-
-
-def _test_images(config, n):
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  ds = tfds.load(config.data.name, split=f"{config.data.eval_split}[:{n}]",
-                 data_dir=config.data.get("data_dir", None))
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from softattn.data import preprocess  # pylint: disable=g-import-not-at-top
-  pp = preprocess.parse(config.data.pp_eval)   # deterministic eval ops
-  seed = tf.constant([0, 0], tf.int64)
-  imgs = [np.asarray(pp(e, seed)["image"]) for e in ds]
-  return np.stack(imgs).astype(np.float32)
-
-
 def attention_maps(run, run_dir, n_images=4):
   """``[images, heads, HW, HW]`` weights of the run's first NL block."""
-  import jax  # pylint: disable=g-import-not-at-top
   from softattn import models  # pylint: disable=g-import-not-at-top
   from softattn.attention import dot_product_attention  # pylint: disable=g-import-not-at-top
-  from softattn.nn.nonlocal_block import _mode, sinusoidal_2d  # pylint: disable=g-import-not-at-top
-  state = _restore(run_dir)
+  from softattn.nn.nonlocal_block import _mode  # pylint: disable=g-import-not-at-top
+  state = studies.restore_checkpoint(run_dir)
   if state is None:
     return None
   cfg = run.config
   kw = cfg.model.to_dict()
   kw["num_classes"] = studies.NUM_CLASSES[cfg.data.name]
   model = models.build_model(cfg.model_name, **kw)
-  x = _test_images(cfg, n_images)
+  x, _ = studies.load_images(cfg, cfg.data.eval_split, n_images)
   variables = {"params": state["params"],
                "batch_stats": state.get("batch_stats", {})}
   _, inter = model.apply(
@@ -197,7 +173,6 @@ def attention_maps(run, run_dir, n_images=4):
   q = _mode(theta.reshape(b, h * w, heads, d), cfg.model.nl_blocks.mode)
   k = _mode(phi.reshape(b, h * w, heads, d), cfg.model.nl_blocks.mode)
   v = g.reshape(b, h * w, heads, d)
-  del sinusoidal_2d, jax
   _, weights = dot_product_attention(
       q, k, v, normalizer=cfg.model.nl_blocks.normalizer, scale=d ** -0.5,
       implementation="dense", return_weights=True)
