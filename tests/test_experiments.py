@@ -303,6 +303,10 @@ def test_normsoftmax_report_from_synthetic_runs(tmp_path):
   assert "confirmed" in rows["nsm-1 is much worse than sm"]
   assert "inconclusive" in rows["short training: nsm-inf loss > softmax loss"]
   assert "(n=2)" in rows["nsm-1"]           # variants have 2 seeds
+  # 200 steps of AdamW at lr 1e-3, wd 0.1 shrink weights by ~1 %: said so.
+  assert "decay shrinks the weights by only 1.0 % over 200 steps" in rows[
+      "removing weight decay costs sm more than nsm-inf"]
+  assert "its worst, nsm-1, is ranked 9 of 9" in text
   assert os.path.exists(tmp_path / "out" / "entropy.png")
 
 

@@ -67,6 +67,16 @@ def loss_label(r):
   return "nsm-inf" if r.config.loss.gamma == float("inf") else "nsm-1"
 
 
+def decay_shrink(cfg, steps):
+  """Fraction by which decoupled weight decay alone shrinks a weight over
+  ``steps`` steps of the config's schedule: ``1 - prod(1 - lr_t * wd)``."""
+  from softattn import optim  # pylint: disable=g-import-not-at-top
+  wd = float(cfg.optimizer.get("weight_decay") or 0.0)
+  sched = optim.make_schedule(cfg.schedule, steps)
+  lrs = np.asarray([float(sched(t)) for t in range(int(steps))])
+  return float(1.0 - np.prod(1.0 - lrs * wd))
+
+
 def entropy_range(r):
   """Max - min over training of the attention entropy, mean over layers."""
   if r.state != "done":
@@ -226,17 +236,25 @@ Fashion-MNIST (ours): compare differences, not levels.
           for n in (SM, INF)}
   rows = [[SHORT[n], f"{PAPER_T1[n]:.2f}", f"{PAPER_NO_WD[n]:.2f}",
            acc[n, top].fmt(), nowd[n].fmt()] for n in (SM, INF)]
+  gap_verdict = studies.compare_paired(studies.paired_sum(
+      [(1, sel(SM, top)), (-1, sel(SM, top, no_wd=True)),
+       (-1, sel(INF, top)), (1, sel(INF, top, no_wd=True))],
+      studies.accuracy_pct), claim="a>b", floor=studies.MIN_DIFF_PCT)
+  shrink = decay_shrink(cfg, top) if unit == "steps" else None
+  if shrink is not None and shrink < 0.1 and gap_verdict != studies.NOT_RUN:
+    # Decoupled decay multiplies weights by (1 - lr_t wd) per step: over a
+    # few hundred steps at lr 1e-3 that is ~1 %, so "removing it" removes
+    # nothing and any gap is noise or NSM's lead, not robustness.
+    gap_verdict = (f"not testable at this scale: AdamW's decay shrinks the "
+                   f"weights by only {100 * shrink:.1f} % over {top} steps "
+                   f"(the paper: 100 epochs), so removing it changes "
+                   f"little; measured: {gap_verdict}")
   robust = ("## Fig. 3b analog: without weight decay\n\n" + studies.md_table(
       ["", "paper with wd", "paper no wd", f"ours wd {wd:g}", "ours no wd"],
       rows) + "\n\n" + studies.md_table(
           ["claim", "paper", "verdict here"],
           [["removing weight decay costs sm more than nsm-inf",
-            "-3.81 vs -0.55",
-            studies.compare_paired(studies.paired_sum(
-                [(1, sel(SM, top)), (-1, sel(SM, top, no_wd=True)),
-                 (-1, sel(INF, top)), (1, sel(INF, top, no_wd=True))],
-                studies.accuracy_pct), claim="a>b",
-                floor=studies.MIN_DIFF_PCT)],
+            "-3.81 vs -0.55", gap_verdict],
            ["without weight decay nsm-inf > sm", "87.46 vs 84.15",
             vs(sel(INF, top, no_wd=True), sel(SM, top, no_wd=True),
                "a>b")]]))
@@ -257,10 +275,24 @@ Fashion-MNIST (ours): compare differences, not levels.
       ["f1's learnable w is not needed: f1 ~ sm", "87.97 vs 87.96",
        vs(sel("normsoftmax_learnable", top), sel(SM, top), "a=b")],
   ]
+  done_var = {n: v for n, v in var.items() if v.n}
+  vread = ""
+  if len(done_var) == len(var):
+    order = sorted(done_var, key=lambda n: -done_var[n].mean)
+    pbest = max(PAPER_T1, key=PAPER_T1.get)
+    vread = (
+        "\n\n**Reading.** Ranked here: " + ", ".join(
+            f"{SHORT[n]} {done_var[n].mean:.2f}" for n in order) +
+        f". The paper's best is {SHORT[pbest]}; its worst, nsm-1, is "
+        f"{'our best' if order[0] == 'normsoftmax(gamma=1)' else 'ranked ' + str(order.index('normsoftmax(gamma=1)') + 1) + ' of ' + str(len(order))}"
+        f" after {top} {unit}. The paper ranks after 100 epochs. A small "
+        "gamma caps the divisor min(std, gamma), so it gives the sharpest "
+        "attention; whether that early lead turns into the paper's 100-epoch "
+        "deficit of nsm-1 is beyond this budget.")
   variants = (f"## Table 1 analog: variants ({top} {unit})\n\n" +
               studies.md_table(["variant", "paper", "ours"], rows) +
               "\n\n" + studies.md_table(["claim", "paper", "verdict here"],
-                                        vver))
+                                        vver) + vread)
 
   lb = sorted({length(r) for r in los})
   lsel = lambda lab, b: [r for r in los if loss_label(r) == lab
