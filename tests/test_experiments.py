@@ -333,6 +333,8 @@ def test_relu_attention_report_from_synthetic_runs(tmp_path):
   assert "confirmed" in rows["medium: relu/n ~ softmax"]
   verdicts = [l.rsplit("|", 2)[-2] for l in rows.values()]
   assert not any("contradicted" in v for v in verdicts)
+  assert ("0.75 / 1: small 70.0 / 72.5 / 75.0 / 77.5 / 80.0; medium" in text
+          and "n = 49 tokens" in text)
 
 
 def test_periodic_report_from_synthetic_runs(tmp_path):

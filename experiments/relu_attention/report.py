@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+
 from softattn import studies
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -143,6 +145,33 @@ def plot_compute(path, runs, sizes):
   return path
 
 
+def alpha_reading(runs, sizes, cfg):
+  """Mean accuracy over the activations at each alpha, per size, and what
+  a sequence of n tokens does to the scale of the attention output."""
+  parts = []
+  for size in sizes:
+    means = []
+    for a in study.ALPHAS:
+      v = [studies.summarize(sel(runs, study.relu_n(a, h), size),
+                             studies.accuracy_pct) for h in study.ACTS]
+      if not all(x.n for x in v):
+        return ""
+      means.append(float(np.mean([x.mean for x in v])))
+    parts.append(f"{size} " + " / ".join(f"{m:.1f}" for m in means))
+  h, w = studies.IMAGE_SHAPES[cfg.data.name][:2]
+  ph, pw = cfg.model.patch_size
+  tokens = f"n = {(h // ph) * (w // pw)} tokens"
+  return (
+      "\n\n**Reading.** Mean over the six h at alpha "
+      f"{' / '.join(f'{a:g}' for a in study.ALPHAS)}: " + "; ".join(parts)
+      + f" %. With {tokens}, alpha 1 averages the weighted values where "
+      f"alpha 0 sums them: for the same scores its output is n times smaller; "
+      f"after {cfg.total_steps} steps the runs may still reflect that "
+      "start rather than the end point the paper measures (30 epochs of "
+      "ImageNet-21k). Not measured here: the sweep logs no attention-output "
+      "norms (`config.diagnostics` would).")
+
+
 def make_report(workdir, out, spec=SPEC, extra=()):
   os.makedirs(out, exist_ok=True)
   runs = studies.collect(spec, workdir, extra)
@@ -204,7 +233,8 @@ alpha grid has seed 0 only). Full scale:
                 vs(sel(runs, RELU1, size), sel(runs, "softmax", size),
                    "a=b")])
   sections.append("### Claims (Figs. 1, 2)\n\n" + studies.md_table(
-      ["claim", "paper", "verdict here"], ver))
+      ["claim", "paper", "verdict here"], ver) + alpha_reading(runs, sizes,
+                                                               cfg))
 
   rows, ver = [], []
   for norm, label in [("softmax", "softmax"), (RELU1, "relu/n")]:
