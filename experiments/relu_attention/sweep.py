@@ -27,8 +27,8 @@ Scales:
   tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
   on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws):
-  86 runs (XLA: 1.28 GFLOP per step for the small size); estimated 1-1.5
-  hours on 2 cores, much of it per-run compilation (not measured).
+  86 runs (XLA: 1.28 GFLOP per step for the small size): 44 minutes on
+  2 cores with ``--parallel=2``, much of it per-run compilation.
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
