@@ -4,7 +4,8 @@
 #   bash experiments/run_study.sh STUDY [args for `softattn.sweep run`...]
 #
 # Environment: PARTS (space-separated `part=` values of the study's sweep.py;
-# empty: the sweep has no parts), WORKDIR (default workdirs/STUDY), OUT (where
+# an entry DIR@ARGS runs `sweep.py:ARGS` into WORKDIR/DIR instead; empty: the
+# sweep has no parts), WORKDIR (default workdirs/STUDY), OUT (where
 # RESULTS.md and the PNGs go; default experiments/STUDY), REPORT_ARGS (extra
 # report.py flags). Each study's run.sh calls this with its own PARTS.
 set -euo pipefail
@@ -19,8 +20,10 @@ if [ -z "${PARTS:-}" ]; then
     --workdir="$WORKDIR" "$@" || status=$?
 else
   for part in $PARTS; do
-    python -m softattn.sweep run "experiments/$STUDY/sweep.py:part=$part" \
-      --workdir="$WORKDIR/$part" "$@" || status=$?
+    dir="${part%%@*}"; args="part=$part"
+    [ "$dir" != "$part" ] && args="${part#*@}"
+    python -m softattn.sweep run "experiments/$STUDY/sweep.py:$args" \
+      --workdir="$WORKDIR/$dir" "$@" || status=$?
   done
 fi
 # Report whatever finished; unfinished runs show as missing seeds.

@@ -249,8 +249,8 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
   out = tmp_path / "out"
   files = ew.make_report(str(workdir), str(out), spec)
   text = open(files[0]).read()
-  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
-          if l.startswith("| ")}
+  rows = {l.split("|")[1].strip(): l for l in text.split(
+      "## At the paper's 10 epochs")[0].splitlines() if l.startswith("| ")}
   assert "confirmed (2/2 seeds collapsed) (after 1 of the paper's 10 epochs" \
       in rows["A (8 heads, 2 layers, BN) collapses"]
   assert "Ours trained 1 of the paper's 10 epochs" in text
@@ -264,6 +264,50 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
           "not 10)") in rows["B reaches ~92 % of the control's accuracy"]
   assert "The VGG control after 1 epoch" in text and "above B's" in text
   assert os.path.exists(out / "accuracy.png")
+  # The 10-epoch subsets not run: said so, and the 1-epoch caveat stays.
+  assert "a later collapse is not ruled out" in rows[
+      "A (8 heads, 2 layers, BN) collapses"]
+  assert text.split("## At the paper's 10 epochs")[1].count(
+      "not run yet") >= 8
+
+  # Now the 10-epoch runs: A collapses (NaN at step 40 / at chance at the
+  # end), C does not, B trains to 81 %, B without skip to 80 %.
+  long = ew.LONG_PARTS
+  for d, args in long.items():
+    for run in declaration.load(f"{spec}:{args}").runs:
+      seed, v = run.overrides["seed"], run.config.model.variant
+      rd = str(workdir / d / run.name)
+      if d == "models_10ep" and v == "A":
+        fake_run(rd, accuracy=0.1, failed_reason=(
+            "Non-finite training at step 40: loss=nan" if seed == 0
+            else None))
+      elif d == "models_10ep":
+        fake_run(rd, accuracy=0.81 + 0.002 * seed + (0.01 if v == "C" else 0))
+      else:
+        fake_run(rd, accuracy=0.80 + 0.002 * seed)
+  assert set(long) == {"models_10ep", "separate_10ep"}
+  # run.sh declares the same subsets as the report reads.
+  run_sh = open(os.path.join(EXP, "elementwise", "run.sh")).read()
+  for d, args in long.items():
+    assert f"{d}@{args}" in run_sh
+  files = ew.make_report(str(workdir), str(tmp_path / "out10"), spec)
+  text = open(files[0]).read()
+  one, ten = text.split("## At the paper's 10 epochs")
+  rows10 = {l.split("|")[1].strip(): l for l in ten.splitlines()
+            if l.startswith("| ")}
+  assert "at 10 epochs: see below" in one
+  assert "confirmed (2/2 seeds collapsed)" in rows10[
+      "A (8 heads, 2 layers, BN) collapses"]
+  assert "2/2 (at step 10, 40)" in rows10["A"]
+  assert "contradicted (0/2 seeds collapsed)" in rows10[
+      "C (16 heads, 2 layers, BN) collapses"]
+  assert "| 81.10 ± 0.14 (n=2) | 81.10 ± 0.14 (n=2) |" in rows10["B"]
+  # B without skip 1 point below B in both seeds: not "~ B".
+  assert rows10["without skip, separate optimizers train it to ~B's "
+                "accuracy"].split("|")[3].strip().startswith("contradicted")
+  assert "B goes from 81.10 % after 1 epoch to 81.10 % after 10" in ten
+  assert "do not lift it" in ten
+  assert os.path.exists(tmp_path / "out10" / "accuracy_10ep.png")
 
 
 def _fake_sweep(spec, workdir, acc_fn, fail_fn=lambda run: None,
