@@ -16,7 +16,9 @@ states a verdict per claim (``compare``):
 * ``versus`` / ``compare_paired`` (what the reports use) apply the same
   rule to per-seed differences (``paired``): runs with equal seeds share
   init and data order, so the spread is that of the differences, not of
-  the two sides (with a floor, ``MIN_DIFF_PCT``, for accuracies);
+  the two sides (with a floor, ``MIN_DIFF_PCT``, for accuracies); a "~"
+  claim on accuracies is judged against an equivalence margin
+  (``EQUIV_MARGIN_PCT``): equal within noise is not equal;
 * ``not run yet``: a side has no finished run (what the committed
   ``RESULTS.md`` files say before anyone ran the studies);
 * ``not testable at this scale`` is written by the study itself, with why.
@@ -44,13 +46,23 @@ data order, so the spread both sides share cancels): per seed, the
 difference of the two sides; confirmed / contradicted when the mean
 difference has the paper's sign (or the other) and exceeds the sample std
 of the differences; inconclusive when within it or with fewer than 2 seed
-pairs; "~" claims are confirmed when within it. An accuracy or error
-difference below 0.1 points (10 of 10,000 test images) counts as within,
-however consistent. Table cells are plain mean ± std over seeds."""
+pairs. An accuracy or error difference below 0.1 points (10 of 10,000 test
+images) counts as within, however consistent. "~" claims on accuracy or
+error are confirmed only when the mean difference plus that spread stays
+within 1 point (the equivalence margin: a gap hidden by a 3-point seed
+spread is not shown equal), contradicted when the difference exceeds both
+the spread and the margin, inconclusive otherwise; other "~" claims (times,
+entropies) are confirmed when within the spread. Table cells are plain
+mean ± std over seeds."""
 # Accuracy / error differences (points) below this are "within" in paired
 # verdicts: with 2-3 seeds the std of the differences can be ~0, and a
 # 0.01-point gap (one test image) is no finding.
 MIN_DIFF_PCT = 0.1
+# "~" claims on accuracy / error (points): confirmed only when
+# |mean diff| + spread <= this. The papers' own "about equal" pairs differ
+# by 0.1-0.5 points; 1 point is the smallest gap their tables treat as a
+# finding, and a seed spread wider than it cannot show equality.
+EQUIV_MARGIN_PCT = 1.0
 # Image shapes of the datasets the studies use (for building models without
 # the data: tests, memory analysis).
 IMAGE_SHAPES = {"fashion_mnist": (28, 28, 1), "mnist": (28, 28, 1),
@@ -255,32 +267,41 @@ def paired_sum(terms: Sequence[tuple[float, Sequence[Run]]],
   return Stat(float(arr.mean()), std, int(arr.size), len(both))
 
 
-def compare_paired(d: Stat, *, claim: str = "a<b", floor: float = 0.0
-                   ) -> str:
+def compare_paired(d: Stat, *, claim: str = "a<b", floor: float = 0.0,
+                   margin: float | None = None) -> str:
   """``compare`` for per-seed differences ``d = paired(a, b, ...)``: the
   mean difference against the sample std of the differences, or ``floor``
-  (the smallest difference that counts, e.g. ``MIN_DIFF_PCT``) if larger."""
+  (the smallest difference that counts, e.g. ``MIN_DIFF_PCT``) if larger.
+
+  ``margin`` (``a=b`` claims only; e.g. ``EQUIV_MARGIN_PCT``): confirmed
+  when ``|diff| + spread <= margin``, contradicted when ``|diff|`` exceeds
+  both the spread and the margin, inconclusive otherwise. Without it, an
+  ``a=b`` claim is confirmed when ``|diff|`` is within the spread."""
   _check_claim(claim)
   if d.n == 0:
     return NOT_RUN
   if d.n < 2:
     return f"inconclusive (fewer than 2 seed pairs; diff {d.mean:+.3g})"
-  return _verdict(d.mean, max(d.std, floor), claim, f"paired, {d.n} pairs; ")
+  return _verdict(d.mean, max(d.std, floor), claim, f"paired, {d.n} pairs; ",
+                  margin)
 
 
 def versus(a_runs: Sequence[Run], b_runs: Sequence[Run], claim: str,
            value: Callable[[Run], float | None] | None = None,
            key: Callable[[Run], Any] = lambda r: r.seed,
-           floor: float | None = None) -> str:
+           floor: float | None = None, margin: float | None = None) -> str:
   """Paired verdict on ``claim`` between two groups of runs (the reports'
-  one-liner): ``value`` defaults to ``accuracy_pct``; ``floor`` defaults
-  to ``MIN_DIFF_PCT`` for accuracy / error in % (``pct=True`` values) and
-  0 otherwise."""
+  one-liner): ``value`` defaults to ``accuracy_pct``; for accuracy / error
+  in % (``pct=True`` values) ``floor`` defaults to ``MIN_DIFF_PCT`` and the
+  ``a=b`` ``margin`` to ``EQUIV_MARGIN_PCT``, otherwise to 0 and None."""
   value = value or accuracy_pct
+  pct = getattr(value, "pct", False)
   if floor is None:
-    floor = MIN_DIFF_PCT if getattr(value, "pct", False) else 0.0
+    floor = MIN_DIFF_PCT if pct else 0.0
+  if margin is None and pct:
+    margin = EQUIV_MARGIN_PCT
   return compare_paired(paired(a_runs, b_runs, value, key), claim=claim,
-                        floor=floor)
+                        floor=floor, margin=margin)
 
 
 def _check_claim(claim):
@@ -288,8 +309,21 @@ def _check_claim(claim):
     raise ValueError(f"claim must be 'a<b', 'a>b' or 'a=b', got {claim!r}")
 
 
-def _verdict(diff: float, spread: float, claim: str, tag: str) -> str:
+def _verdict(diff: float, spread: float, claim: str, tag: str,
+             margin: float | None = None) -> str:
   within = abs(diff) <= spread
+  if claim == "a=b" and margin is not None:
+    d = abs(diff)
+    if d + spread <= margin:
+      return (f"confirmed ({tag}|diff| {d:.3g} + spread {spread:.3g} <= "
+              f"margin {margin:g})")
+    if d > spread and d > margin:
+      return (f"contradicted ({tag}|diff| {d:.3g} > spread {spread:.3g} "
+              f"and margin {margin:g})")
+    why = (f"within seed spread {spread:.3g}" if within else
+           f"> spread {spread:.3g} but <= margin {margin:g}")
+    return (f"inconclusive ({tag}|diff| {d:.3g} {why}, and |diff| + spread "
+            f"> margin {margin:g})")
   if claim == "a=b":
     return (f"confirmed ({tag}|diff| {abs(diff):.3g} <= spread {spread:.3g})"
             if within else
