@@ -125,6 +125,47 @@ def fake_run(run_dir, *, accuracy, loss=0.5, steps=10, train_extra=None,
     json.dump(status, f)
 
 
+def test_elementwise_first_steps_kill_the_relus_without_skip(tmp_path):
+  """The mechanism the report states for B without skip: live ReLUs at
+  init, none after one Adam step; with the skip they stay alive."""
+  ew = _module("elementwise/report.py")
+  spec = "experiments/elementwise/sweep.py"
+  noskip = declaration.load(
+      f"{spec}:part=separate,epochs=10,skips=noskip").runs[0]
+  skip = declaration.load(f"{spec}:part=separate,skips=skip").runs[0]
+  assert not noskip.config.model.skip and skip.config.model.skip
+  rng = np.random.default_rng(0)
+  x = rng.uniform(0, 1, (64, 28, 28, 1)).astype(np.float32)
+  y = rng.integers(0, 10, 64)
+  rows = ew.first_steps(noskip.config, x, y, steps=2)
+  assert [r["step"] for r in rows] == [0, 1, 2]
+  assert all(v > 0 for v in rows[0]["alive"].values())
+  assert rows[0]["grad_norm_layers"] > 0
+  for r in rows[1:]:
+    assert all(v == 0 for v in r["alive"].values())
+    assert r["grad_norm_layers"] == 0
+    assert all(b < 0 for b in r["conv_bias"].values())
+  alive = ew.first_steps(skip.config, x, y, steps=1)[1]["alive"]
+  assert all(v > 0.5 for v in alive.values())
+
+  # The report's reading of dead runs uses these rows (from the cache).
+  out = tmp_path / "out"
+  os.makedirs(out)
+  studies.dump_json(str(out / "first_steps.json"),
+                    {"first_steps/seed-0": rows})
+  args = f"{spec}:part=separate,epochs=10,skips=noskip"
+  for seed in (0, 1):
+    fake_run(str(tmp_path / "runs" / f"seed-{seed}"), accuracy=0.1,
+             train_extra={"grad_norm/layer0": lambda s: 0.0,
+                          "grad_norm/layer1": lambda s: 0.0})
+  runs = studies.collect(args, str(tmp_path / "runs"))
+  assert [r.name for r in runs] == ["seed-0", "seed-1"]
+  text = ew._no_skip_reading(runs, str(out))
+  assert "sits at chance in both seeds" in text
+  assert "exactly 0 at every logged step" in text
+  assert "every ReLU is dead after the first step" in text
+  assert "0.0 %, 0.0 % of the outputs are > 0" in text
+
 def test_compare_and_stats():
   a = studies.Stat(5.0, 0.1, 3, 3)
   b = studies.Stat(6.0, 0.1, 3, 3)
@@ -300,14 +341,18 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
             else None))
       elif d == "models_10ep":
         fake_run(rd, accuracy=0.81 + 0.002 * seed + (0.01 if v == "C" else 0))
-      else:
-        fake_run(rd, accuracy=0.78 + 0.002 * seed)
+      else:   # dead: at chance, zero layer gradients (as measured here)
+        fake_run(rd, accuracy=0.1, train_extra={
+            "grad_norm/layer0": lambda s: 0.0,
+            "grad_norm/layer1": lambda s: 0.0})
   assert set(long) == {"models_10ep", "separate_10ep"}
   # run.sh declares the same subsets as the report reads.
   run_sh = open(os.path.join(EXP, "elementwise", "run.sh")).read()
   for d, args in long.items():
     assert f"{d}@{args}" in run_sh
-  files = ew.make_report(str(workdir), str(tmp_path / "out10"), spec)
+  # grads=False: no checkpoints to recompute from, no first_steps probe.
+  files = ew.make_report(str(workdir), str(tmp_path / "out10"), spec,
+                         grads=False)
   text = open(files[0]).read()
   one, ten = text.split("## At the paper's 10 epochs")
   rows10 = {l.split("|")[1].strip(): l for l in ten.splitlines()
@@ -315,11 +360,17 @@ def test_elementwise_report_from_synthetic_runs(tmp_path):
   assert "at 10 epochs: see below" in one
   assert "confirmed (2/2 seeds collapsed)" in rows10[
       "A (8 heads, 2 layers, BN) collapses"]
-  assert "2/2 (at step 10, 40)" in rows10["A"]
+  assert "2/2 (at step 10, 40)" in rows10["A"]   # NaN; at chance at 10
   assert "contradicted (0/2 seeds collapsed)" in rows10[
       "C (16 heads, 2 layers, BN) collapses"]
   assert "| 81.10 ± 0.14 (n=2) | 81.10 ± 0.14 (n=2) |" in rows10["B"]
-  # B without skip 3 points below B in both seeds: not "~ B".
+  assert "2/2 (at chance from the eval at step 10, 10)" in rows10[
+      "B, no skip, separate optimizers"]
+  assert "gradient norm is exactly 0 at every logged step" in ten
+  assert "`first_steps`" not in ten
+  # C ends 1 point above B in both seeds, A collapsed: no BN-helps claim.
+  assert "both end above B" not in ten
+  # B without skip far below B in both seeds: not "~ B".
   assert rows10["without skip, separate optimizers train it to ~B's "
                 "accuracy"].split("|")[3].strip().startswith("contradicted")
   assert "B goes from 81.10 % after 1 epoch to 81.10 % after 10" in ten

@@ -43,12 +43,16 @@ Scales:
   done
   python experiments/elementwise/report.py --workdir=workdirs/elementwise
 
-(``bash experiments/elementwise/run.sh`` runs exactly this.)
+(``bash experiments/elementwise/run.sh`` runs the same for ``models`` and
+``separate``, the control only with ``CONTROL=1``, then the 10-epoch subset
+below.)
 
 The paper's length on a subset (``run.sh`` runs it after the 1-epoch study,
 workdirs ``models_10ep`` and ``separate_10ep``): the claims one epoch cannot
 settle -- A and C collapse with BN, B without skip trains on separate
-optimizers -- at 10 epochs x 2 seeds, B as their paired reference:
+optimizers -- at 10 epochs x 2 seeds, B as their paired reference (8 runs,
+53 minutes with ``--parallel=2``, 97 CPU-minutes; a run of C takes ~16
+minutes):
 
   sweep.py:part=models,epochs=10,variants=ABC,extras=false
   sweep.py:part=separate,epochs=10,skips=noskip
