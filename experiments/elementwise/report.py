@@ -84,14 +84,19 @@ def long_settings(runs_by_dir):
   return out
 
 
+def _nan_step(r) -> int | None:
+  """The step in the loop's non-finite stop message, if it stopped so."""
+  m = re.search(r"at step (\d+)", str(r.reason or ""))
+  return int(m.group(1)) if m else None
+
+
 def collapse_step(r) -> int | None:
   """The step where a collapsed run stopped on a NaN or first evaluated at
   chance; None for a run that did not collapse (or has not finished)."""
   if not collapsed(r):
     return None
-  m = re.search(r"at step (\d+)", str(r.reason or ""))   # the loop's message
-  if m:
-    return int(m.group(1))
+  if _nan_step(r) is not None:
+    return _nan_step(r)
   steps, acc = r.series("accuracy", "eval")
   at_chance = steps[acc < 0.15]
   if at_chance.size:
@@ -121,7 +126,7 @@ def collapse_cell(runs, steps=False):
   at = sorted(a for a in (collapse_step(r) for r in runs if collapsed(r))
               if a is not None)
   # A NaN stops the run at a step; a dead model is only seen at its evals.
-  nan = any(re.search(r"at step \d+", str(r.reason or "")) for r in runs)
+  nan = any(_nan_step(r) is not None for r in runs)
   where = "at step" if nan else "at chance from the eval at step"
   return f"{sum(known)}/{len(known)}" + (
       f" ({where} {', '.join(map(str, at))})" if steps and at else "")
@@ -146,6 +151,22 @@ def first_layer_grad(r):
   return float(v[-1]) if v.size else None
 
 
+def _model_and_loss(config, y):
+  """``(model, mean_loss(logits))`` of a run's config against labels ``y``
+  (the config's loss and label smoothing, as in training)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from softattn import losses, models  # pylint: disable=g-import-not-at-top
+  kw = config.model.to_dict()
+  kw["num_classes"] = studies.NUM_CLASSES[config.data.name]
+  model = models.build_model(config.model_name, **kw)
+  onehot = jax.nn.one_hot(y, kw["num_classes"])
+  if config.loss.get("label_smoothing"):
+    onehot = losses.smooth_labels(onehot, config.loss.label_smoothing)
+  loss_fn = losses.get(config.loss.name)
+  return model, lambda logits: jnp.mean(loss_fn(logits, onehot))
+
+
 def paper_grad_avg(run, run_dir, n=4096):
   """The paper's "last gradients average", recomputed from a checkpoint.
 
@@ -158,19 +179,12 @@ def paper_grad_avg(run, run_dir, n=4096):
   """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from softattn import losses, models  # pylint: disable=g-import-not-at-top
   state = studies.restore_checkpoint(run_dir)
   if state is None:
     return None
   cfg = run.config
-  kw = cfg.model.to_dict()
-  kw["num_classes"] = studies.NUM_CLASSES[cfg.data.name]
-  model = models.build_model(cfg.model_name, **kw)
   x, y = studies.load_images(cfg, cfg.data.train_split, n)
-  onehot = jax.nn.one_hot(y, kw["num_classes"])
-  if cfg.loss.get("label_smoothing"):
-    onehot = losses.smooth_labels(onehot, cfg.loss.label_smoothing)
-  loss_fn = losses.get(cfg.loss.name)
+  model, mean_loss = _model_and_loss(cfg, y)
   stats = state.get("batch_stats") or {}
 
   def loss(params):
@@ -179,7 +193,7 @@ def paper_grad_avg(run, run_dir, n=4096):
                               train=True, mutable=["batch_stats"])
     else:
       logits = model.apply({"params": params}, x, train=True)
-    return jnp.mean(loss_fn(logits, onehot))
+    return mean_loss(logits)
 
   g = jax.jit(jax.grad(loss))(state["params"])
   leaf = g["conv1"]["kernel"] if "conv1" in g else g["layer0"]["x_weights"][0]
@@ -202,10 +216,8 @@ def first_steps(config, x, y, steps: int = 3) -> list[dict]:
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import optax  # pylint: disable=g-import-not-at-top
-  from softattn import losses, models, optim  # pylint: disable=g-import-not-at-top
-  kw = config.model.to_dict()
-  kw["num_classes"] = studies.NUM_CLASSES[config.data.name]
-  model = models.build_model(config.model_name, **kw)
+  from softattn import optim  # pylint: disable=g-import-not-at-top
+  model, mean_loss = _model_and_loss(config, y)
   variables = model.init(jax.random.PRNGKey(config.seed), x[:1])
   if "batch_stats" in variables:
     raise ValueError("first_steps probes models without BatchNorm "
@@ -214,32 +226,29 @@ def first_steps(config, x, y, steps: int = 3) -> list[dict]:
   # A declared (unresolved) config has no total_steps yet; the probe's
   # few steps only need the schedule's start.
   tx, _ = optim.make_optimizer(config, config.get("total_steps") or steps)
-  onehot = jax.nn.one_hot(y, kw["num_classes"])
-  loss_fn = losses.get(config.loss.name)
-
-  def loss(p):
-    return jnp.mean(loss_fn(model.apply({"params": p}, x, train=True),
-                            onehot))
 
   @jax.jit
   def probe(p):
-    _, inter = model.apply({"params": p}, x, train=True,
-                           capture_intermediates=True,
-                           mutable=["intermediates"])
-    outs = {k: v["__call__"][0] for k, v in inter["intermediates"].items()
-            if k.startswith("layer")}
-    value, g = jax.value_and_grad(loss)(p)
-    layers = {k: v for k, v in g.items() if k != "head"}
-    return value, outs, optax.tree.norm(layers)
+    """Loss, each layer's output and the gradient: one forward pass."""
+    def loss(p):
+      logits, inter = model.apply({"params": p}, x, train=True,
+                                  capture_intermediates=True,
+                                  mutable=["intermediates"])
+      return mean_loss(logits), {
+          k: v["__call__"][0] for k, v in inter["intermediates"].items()
+          if k.startswith("layer")}
+    (value, outs), g = jax.value_and_grad(loss, has_aux=True)(p)
+    return value, outs, g
 
   @jax.jit
-  def step(p, s):
-    u, s = tx.update(jax.grad(loss)(p), s, p)
+  def step(p, g, s):
+    u, s = tx.update(g, s, p)
     return optax.apply_updates(p, u), s
 
   state, rows = tx.init(params), []
   for i in range(steps + 1):
-    value, outs, gnorm = probe(params)
+    value, outs, g = probe(params)
+    gnorm = optax.tree.norm({k: v for k, v in g.items() if k != "head"})
     rows.append({
         "step": i, "loss": float(value), "grad_norm_layers": float(gnorm),
         "alive": {k: float(jnp.mean(v > 0)) for k, v in sorted(outs.items())},
@@ -247,18 +256,22 @@ def first_steps(config, x, y, steps: int = 3) -> list[dict]:
         "conv_bias": {k: float(params[k]["conv"]["bias"][0])
                       for k in sorted(outs)}})
     if i < steps:
-      params, state = step(params, state)
+      params, state = step(params, g, state)
   return rows
+
+
+def _read_cache(path) -> dict:
+  import json  # pylint: disable=g-import-not-at-top
+  if not os.path.exists(path):
+    return {}
+  with open(path) as f:
+    return json.load(f)
 
 
 def first_steps_cached(key, run, cache, n=4096):
   """``first_steps`` of a finished run's config on its first ``n`` training
   images, cached in ``cache`` (JSON) under ``key``."""
-  import json  # pylint: disable=g-import-not-at-top
-  saved = {}
-  if os.path.exists(cache):
-    with open(cache) as f:
-      saved = json.load(f)
+  saved = _read_cache(cache)
   if key not in saved:
     x, y = studies.load_images(run.config, run.config.data.train_split, n)
     saved[key] = first_steps(run.config, x, y)
@@ -271,11 +284,7 @@ def grad_avgs(runs_dirs, cache):
   run_dir)``, cached in ``cache`` (JSON) by key and final step: a forward
   and backward pass at batch 4096 takes seconds per run (the control: a
   minute), ~10 minutes for the study on 2 cores."""
-  import json  # pylint: disable=g-import-not-at-top
-  saved = {}
-  if os.path.exists(cache):
-    with open(cache) as f:
-      saved = json.load(f)
+  saved = _read_cache(cache)
   out, changed = {}, False
   for key, r, d in runs_dirs:
     step = (r.status or {}).get("step")
@@ -706,18 +715,18 @@ def _no_skip_reading(runs, out, probe=True):
                   f"are > 0 (largest {init['max_out'][k]:.1g})"
                   for k in sorted(init["alive"]))
       + " - each product of N(0, 0.02) weights and the softmax relevances "
-      f"(~1/(H*W)) shrinks the signal; after one Adam step, whose size is "
-      f"the learning rate whatever the gradient's scale, the conv biases "
+      "(~1/(H*W)) shrinks the signal; after one Adam step, whose size is "
+      "the learning rate whatever the gradient's scale, the conv biases "
       f"are down to -{bias:.1g} and "
       + ", ".join(f"{100 * one['alive'][k]:.1f} %" for k in
                   sorted(one["alive"]))
-      + f" of the outputs are > 0 (layer gradient norm "
+      + " of the outputs are > 0 (layer gradient norm "
       f"{one['grad_norm_layers']:.2g}): every ReLU is dead after the first "
-      f"step, and a dead ReLU gets no gradient to recover. With the skip, "
-      f"the input added before the ReLU keeps it alive. The paper trains "
-      f"this setting to 82.13 %; what in its code avoids this (conv bias, "
-      f"init, ReLU placement) is not stated, so this is where the "
-      f"reproduction and the paper part ways, not a verdict on the idea."
+      "step, and a dead ReLU gets no gradient to recover. With the skip, "
+      "the input added before the ReLU keeps it alive. The paper trains "
+      "this setting to 82.13 %; what in its code avoids this (conv bias, "
+      "init, ReLU placement) is not stated, so this is where the "
+      "reproduction and the paper part ways, not a verdict on the idea."
       if one["alive"][last] == 0 else
       " `first_steps` finds live ReLUs after the first step, so the cause "
       "is later in training.")

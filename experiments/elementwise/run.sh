@@ -4,8 +4,8 @@
 # separate-optimizer runs (1 epoch x 2 seeds each; 29 minutes on 2 CPU cores
 # with --parallel=2), then the paper's 10 epochs x 2 seeds for the claims one
 # epoch cannot settle (A, C and B; B without skip on separate optimizers;
-# 53 minutes with --parallel=2, 97 CPU-minutes), and the VGG control only with CONTROL=1 (+42 min alone,
-# ~12 GB). Then RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
+# 53 minutes with --parallel=2, 97 CPU-minutes), and the VGG control only
+# with CONTROL=1 (+42 min alone, ~12 GB). Then RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
 #
 #   bash experiments/elementwise/run.sh --parallel=2      # what RESULTS.md ran
 #   bash experiments/elementwise/run.sh                   # one run at a time
