@@ -1,0 +1,99 @@
+"""A run's state as data: the one enum of states and the ``status.json`` record.
+
+The training loop writes ``status.json`` in its workdir; the sweep runner,
+``sweep report`` and the study reports read it. They read *fields*, never
+prose: a failure is ``{"state": "failed", "kind": "nonfinite", "step": 40,
+"message": "..."}``, so no reader parses a message with a regex.
+
+States (``State``):
+
+* ``running``: the loop is (or was, if the process died) between steps;
+* ``preempted``: SIGTERM or Ctrl-C after a saved checkpoint; rerunning the
+  same command resumes it;
+* ``done``: reached ``total_steps`` and evaluated;
+* ``failed``: stopped for a reason a rerun does not fix by itself; ``kind``
+  says which (``FailureKind``).
+
+A sweep adds ``not_started`` for runs that never wrote a status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+from typing import Any
+
+FILENAME = "status.json"
+
+
+class State(str, enum.Enum):
+  NOT_STARTED = "not_started"
+  RUNNING = "running"
+  PREEMPTED = "preempted"
+  DONE = "done"
+  FAILED = "failed"
+
+
+class FailureKind(str, enum.Enum):
+  NONFINITE = "nonfinite"   # NaN/Inf in the loss or gradients (exit code 3)
+  CONFIG = "config"         # ConfigError: the message names the fix (exit 2)
+  ERROR = "error"           # any other exception
+  EXIT = "exit"             # the process died without saying why (sweep-side)
+
+
+@dataclasses.dataclass
+class Status:
+  """The contents of ``status.json``.
+
+  ``step`` is the last completed step (for ``nonfinite``: the step whose loss
+  or gradients were not finite). ``flops_per_step`` is XLA's cost analysis of
+  the compiled train step; ``core_seconds`` the process CPU time summed over
+  resumes; ``final`` the metrics of a finished run.
+  """
+  state: State = State.RUNNING
+  step: int = 0
+  kind: FailureKind | None = None
+  message: str | None = None
+  flops_per_step: float | None = None
+  core_seconds: float = 0.0
+  final: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def to_json(self) -> dict[str, Any]:
+    d = dataclasses.asdict(self)
+    d["state"] = State(self.state).value
+    d["kind"] = FailureKind(self.kind).value if self.kind else None
+    return d
+
+  @classmethod
+  def from_json(cls, d: dict[str, Any]) -> "Status":
+    known = {f.name for f in dataclasses.fields(cls)}
+    d = {k: v for k, v in d.items() if k in known}
+    d["state"] = State(d.get("state", State.RUNNING))
+    d["kind"] = FailureKind(d["kind"]) if d.get("kind") else None
+    return cls(**d)
+
+  @property
+  def resumable(self) -> bool:
+    """A rerun of the same command continues this run."""
+    return self.state in (State.RUNNING, State.PREEMPTED)
+
+
+def read(workdir: str) -> Status | None:
+  """The run's status, or ``None`` when it never wrote one."""
+  path = os.path.join(workdir, FILENAME)
+  try:
+    with open(path, encoding="utf-8") as f:
+      return Status.from_json(json.load(f))
+  except FileNotFoundError:
+    return None
+
+
+def write(workdir: str, status: Status) -> None:
+  """Writes ``status.json`` atomically (readers never see half a file)."""
+  path = os.path.join(workdir, FILENAME)
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(status.to_json(), f, indent=1, default=str)
+  os.replace(tmp, path)
