@@ -261,7 +261,9 @@ def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA
   if n == 0:
     return Verdict(INCONCLUSIVE, None, None, None, 0,
                    "no complete pair of finished runs (not run yet)." + note)
-  d = np.asarray(diffs, float)
+  # Sums of accuracies carry float noise (1e-15) that a zero-variance t
+  # test would read as a signal: round far below any metric's resolution.
+  d = np.round(np.asarray(diffs, float), 9)
   est = float(d.mean())
   if claim.deterministic:
     return _judge_fixed(claim, d, note)

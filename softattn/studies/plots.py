@@ -45,6 +45,8 @@ def unlabelled(fig) -> list[str]:
     if not ax.get_visible() or not (ax.lines or ax.collections or
                                     ax.images or ax.patches):
       continue
+    if getattr(ax, "_colorbar", None) is not None:   # labelled by its image
+      continue
     if not ax.get_xlabel() or not ax.get_ylabel():
       bad.append(f"panel {i} ({ax.get_title() or 'untitled'})")
   return bad

@@ -47,6 +47,8 @@ def cell(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric,
          **kw) -> str:
   """The table cell of ``metric`` over the runs ``where`` selects."""
   rs = select(runs, where)
+  if rs and all(r.diverged for r in rs):
+    return f"diverged ({len(rs)}/{len(rs)})"
   return fmt_summary(stats.summarize([metric.of(r) if r.done else None
                                       for r in rs]), len(rs),
                      digits=kw.pop("digits", metric.digits), **kw)

@@ -135,21 +135,10 @@ def _finite(x) -> bool:
 
 def select(runs: Iterable[Run], where: Mapping[str, Any]) -> list[Run]:
   """Runs whose settings equal ``where`` (``{"part": "models",
-  "model.variant": "B"}``); a tuple/list value for ``part`` matches any."""
-  out = []
-  for r in runs:
-    ok = True
-    for k, v in where.items():
-      got = r.get(k)
-      if k == "part" and isinstance(v, (tuple, list)):
-        ok = got in v
-      else:
-        ok = got == v
-      if not ok:
-        break
-    if ok:
-      out.append(r)
-  return out
+  "model.variant": "B"}``); a tuple value matches any of its items."""
+  match = lambda got, v: got in v if isinstance(v, tuple) else got == v
+  return [r for r in runs if all(match(r.get(k), v)
+                                 for k, v in where.items())]
 
 
 def declared_length(config) -> tuple[int | None, float | None]:
