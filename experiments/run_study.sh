@@ -10,6 +10,7 @@
 # that spend extra CPU on claims more seeds or a longer budget can settle;
 # `base` or `focus`: only those), WORKDIR (default workdirs/STUDY), OUT
 # (where runs.csv, RESULTS.md and the PNGs go; default experiments/STUDY),
+# OPTIONAL=1 (also the study's opt-in parts, e.g. the element-wise control),
 # REPORT_ARGS (extra report.py flags, e.g. --no_probes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,9 @@ WORKDIR="${WORKDIR:-workdirs/$STUDY}"
 OUT="${OUT:-experiments/$STUDY}"
 python -m softattn.data prepare fashion_mnist
 status=0
-for part in $(python "experiments/$STUDY/report.py" --print-parts="${FOCUS:-all}" ${EXTRA_PARTS_ARGS:-}); do
+parts=$(python "experiments/$STUDY/report.py" --print-parts="${FOCUS:-all}")
+[ "${OPTIONAL:-0}" = 1 ] && parts="$parts $(python "experiments/$STUDY/report.py" --print-parts=optional)"
+for part in $parts; do
   dir="${part%%@*}"; args="${part#*@}"
   spec="experiments/$STUDY/sweep.py"
   [ -n "$args" ] && spec="$spec:$args"

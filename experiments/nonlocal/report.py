@@ -299,8 +299,7 @@ def plot_maps(path, runs):
 
 def sections(runs, verdicts, out):
   err = lambda where: render.cell(runs, where, ERROR)
-  table = lambda ids: (lambda shown: render.claims_table(
-      [c for c in CLAIMS if c.section == ids], verdicts, shown))
+  table = lambda section: render.claims_of(section, CLAIMS, verdicts)
   f_err = plot_error(os.path.join(out, "table3_error.png"), runs)
   f_maps = plot_maps(os.path.join(out, "attention_maps.png"), runs)
   t3 = ("## Table 3 analog: heads, test error %\n\nPaper cells: CIFAR-10 / "

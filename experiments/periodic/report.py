@@ -296,8 +296,7 @@ def plot_received(path, runs):
 
 
 def sections(runs, verdicts, out):
-  table = lambda sec: (lambda shown: render.claims_table(
-      [c for c in CLAIMS if c.section == sec], verdicts, shown))
+  table = lambda section: render.claims_of(section, CLAIMS, verdicts)
   acc = lambda where: render.cell(runs, where, ACCURACY)
   f_depth = plot_depth(os.path.join(out, "depth.png"), runs)
   f_sat = plot_saturation(os.path.join(out, "saturation.png"), runs)

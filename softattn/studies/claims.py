@@ -10,7 +10,6 @@ which our runs can test it (``min_budget``). ``judge`` applies ``RULE``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -226,7 +225,8 @@ def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
   out, left = [], []
   for k in keys:
     rs = [m[k] for _, m in sides]
-    vals = [claim.metric.of(r) if r.done else None for r in rs]
+    vals = [claim.metric.of(r) if r.done or claim.deterministic else None
+            for r in rs]
     if any(v is None for v in vals):
       left += [r for r, v in zip(rs, vals) if v is None]
       continue
@@ -348,7 +348,3 @@ def judge_all(claims: Sequence[Claim], runs: Sequence[Run]
 
 def counts(verdicts: Mapping[str, Verdict]) -> dict[str, int]:
   return {w: sum(1 for v in verdicts.values() if v.word == w) for w in WORDS}
-
-
-def is_number(x) -> bool:
-  return isinstance(x, (int, float)) and math.isfinite(x)

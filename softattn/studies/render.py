@@ -82,6 +82,13 @@ def claims_table(claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
                   rows)
 
 
+def claims_of(section: str, claims: Sequence[Claim],
+              verdicts: Mapping[str, Verdict]) -> Callable[[set], str]:
+  """A ``results`` section: the claims table of one ``Claim.section``."""
+  return lambda shown: claims_table([c for c in claims if c.section ==
+                                     section], verdicts, shown)
+
+
 def counts_line(verdicts: Mapping[str, Verdict]) -> str:
   c = claims_lib.counts(verdicts)
   return ", ".join(f"{n} {w}" for w, n in c.items())

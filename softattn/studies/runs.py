@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fnmatch
 import json
 import math
 import os
@@ -205,8 +206,8 @@ def read_run(part: str, declared, run_dir: str, *, fields: Sequence[str] = (),
   """One declared run (``declaration.Run``) read from ``run_dir``.
 
   ``values``: the study's derived per-run numbers (stored as
-  ``value/<name>``); ``series``: ``<split>/<metric>`` names (a trailing ``*``
-  matches a prefix) whose curves the plots need.
+  ``value/<name>``); ``series``: ``<split>/<metric>`` glob patterns (e.g.
+  ``train/diag/*score_std``) of the curves the plots need.
   """
   cfg = declared.config
   steps, epochs = declared_length(cfg)
@@ -230,9 +231,7 @@ def read_run(part: str, declared, run_dir: str, *, fields: Sequence[str] = (),
       run.metrics[f"value/{name}"] = float(v)
   for pattern in series:
     split, _, metric = pattern.partition("/")
-    names = run.keys(metric[:-1], split=split) if metric.endswith("*") \
-        else [metric]
-    for m in names:
+    for m in fnmatch.filter(run.keys(split=split), metric):
       s, v = run.curve(m, split)
       if s.size:
         run.series[f"{split}/{m}"] = _decimate(

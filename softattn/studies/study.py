@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from softattn.studies import claims as claims_lib
 from softattn.studies import render, runs as runs_lib
@@ -42,6 +42,7 @@ class Study:
   setting: Callable[[Sequence[Run]], str]
   regime: Callable[[Sequence[Run], Mapping[str, Verdict]], list[str]]
   focus: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  optional: Mapping[str, str] = dataclasses.field(default_factory=dict)
   fields: Sequence[str] = ()
   values: Mapping[str, Callable[[Run], float | None]] = \
       dataclasses.field(default_factory=dict)
@@ -49,7 +50,9 @@ class Study:
   probe: Callable[[Sequence[Run], str], None] | None = None
 
   def all_parts(self) -> dict[str, str]:
-    return {**self.parts, **self.focus}
+    """Every part the report reads (``optional`` ones run only on request,
+    e.g. the element-wise control's 70 CPU-minutes)."""
+    return {**self.parts, **self.optional, **self.focus}
 
   @property
   def csv_name(self) -> str:
@@ -107,7 +110,7 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
   src.add_argument("--from-csv", dest="from_csv",
                    help="regenerate from this runs.csv alone")
   src.add_argument("--print-parts", dest="print_parts",
-                   choices=("all", "base", "focus"),
+                   choices=("all", "base", "focus", "optional"),
                    help="print the DIR@ARGS parts run_study.sh runs")
   p.add_argument("--out", default=here)
   p.add_argument("--set", action="append", default=[],
@@ -118,8 +121,9 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
                  help="skip the checkpoint probes when exporting")
   a = p.parse_args(argv)
   if a.print_parts:
-    parts = {"all": study.all_parts(), "base": study.parts,
-             "focus": study.focus}[a.print_parts]
+    parts = {"all": {**study.parts, **study.focus}, "base": study.parts,
+             "focus": study.focus, "optional": study.optional
+             }[a.print_parts]
     print(" ".join(f"{d}@{_with_scale(args, a.scale)}"
                    for d, args in parts.items()))
     return 0
