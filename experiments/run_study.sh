@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Runs one study's missing runs, then regenerates its RESULTS.md and plots.
+# Runs one study's missing runs, then exports runs.csv and regenerates
+# RESULTS.md and the plots from it.
 #
 #   bash experiments/run_study.sh STUDY [args for `softattn.sweep run`...]
 #
-# Environment: PARTS (space-separated `part=` values of the study's sweep.py;
-# an entry DIR@ARGS runs `sweep.py:ARGS` into WORKDIR/DIR instead; empty: the
-# sweep has no parts), WORKDIR (default workdirs/STUDY), OUT (where
-# RESULTS.md and the PNGs go; default experiments/STUDY), REPORT_ARGS (extra
-# report.py flags). Each study's run.sh calls this with its own PARTS.
+# The parts (DIR@ARGS: `sweep.py:ARGS` into WORKDIR/DIR) come from the
+# study's report.py (`--print-parts`), the one place that declares them.
+# Environment: FOCUS (`all`, default: the base parts and the focus parts
+# that spend extra CPU on claims more seeds or a longer budget can settle;
+# `base` or `focus`: only those), WORKDIR (default workdirs/STUDY), OUT
+# (where runs.csv, RESULTS.md and the PNGs go; default experiments/STUDY),
+# OPTIONAL=1 (also the study's opt-in parts, e.g. the element-wise control),
+# REPORT_ARGS (extra report.py flags, e.g. --no_probes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STUDY="$1"; shift
@@ -15,17 +19,15 @@ WORKDIR="${WORKDIR:-workdirs/$STUDY}"
 OUT="${OUT:-experiments/$STUDY}"
 python -m softattn.data prepare fashion_mnist
 status=0
-if [ -z "${PARTS:-}" ]; then
-  python -m softattn.sweep run "experiments/$STUDY/sweep.py" \
-    --workdir="$WORKDIR" "$@" || status=$?
-else
-  for part in $PARTS; do
-    dir="${part%%@*}"; args="part=$part"
-    [ "$dir" != "$part" ] && args="${part#*@}"
-    python -m softattn.sweep run "experiments/$STUDY/sweep.py:$args" \
-      --workdir="$WORKDIR/$dir" "$@" || status=$?
-  done
-fi
+parts=$(python "experiments/$STUDY/report.py" --print-parts="${FOCUS:-all}")
+[ "${OPTIONAL:-0}" = 1 ] && parts="$parts $(python "experiments/$STUDY/report.py" --print-parts=optional)"
+for part in $parts; do
+  dir="${part%%@*}"; args="${part#*@}"
+  spec="experiments/$STUDY/sweep.py"
+  [ -n "$args" ] && spec="$spec:$args"
+  python -m softattn.sweep run "$spec" --workdir="$WORKDIR/$dir" "$@" \
+    || status=$?
+done
 # Report whatever finished; unfinished runs show as missing seeds.
 python "experiments/$STUDY/report.py" --workdir="$WORKDIR" --out="$OUT" \
   ${REPORT_ARGS:-}

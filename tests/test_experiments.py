@@ -3,10 +3,11 @@
 * Every full-scale and reduced-scale run of every study resolves (sweep
   declaration checks, ``train.check_keys``, normalizer names) and its model
   builds with ``jax.eval_shape`` (no data, no training).
-* Each study's report script, fed synthetic ``metrics.jsonl`` workdirs,
-  writes RESULTS.md with mean ± std cells and verdicts that follow the
-  numbers (confirmed when the fake runs agree with the paper, contradicted
-  when they disagree, "not run yet" without runs).
+* Each study's report regenerates RESULTS.md and every plot from a
+  synthetic ``runs.csv`` alone (``report.py --from-csv``); the tests assert
+  on the ``Verdict`` objects the rule gives (confirmed where the fake runs
+  agree with the paper, contradicted where they disagree, not testable
+  here where the budget is below the claim's, inconclusive without runs).
 """
 
 import importlib.util
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from softattn import normalizers, studies, train
+from softattn.runstate import FailureKind, State
 from softattn.sweep import declaration
 from softattn.data import preprocess
 
@@ -103,32 +105,295 @@ def test_elementwise_counts_match_the_paper():
 
 
 # ----------------------------------------------------------------------------
-# Synthetic workdirs.
+# Reports regenerated from a synthetic runs.csv.
 
 
-def fake_run(run_dir, *, accuracy, loss=0.5, steps=10, train_extra=None,
-             failed_reason=None):
-  """A run directory as the training loop leaves it (done or failed)."""
-  os.makedirs(run_dir, exist_ok=True)
-  with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-    for s in range(1, steps + 1):
-      rec = {"step": s, "split": "train", "loss": loss + 1.0 / s,
-             "accuracy": accuracy, "steps_per_sec": 10.0}
-      rec.update({k: fn(s) for k, fn in (train_extra or {}).items()})
-      f.write(json.dumps(rec) + "\n")
-    if failed_reason is None:
-      f.write(json.dumps({"step": steps, "split": "eval",
-                          "accuracy": accuracy, "loss": loss}) + "\n")
-  status = {"status": "failed", "reason": failed_reason} if failed_reason \
-      else {"status": "done", "step": steps}
-  with open(os.path.join(run_dir, "status.json"), "w") as f:
-    json.dump(status, f)
+def synthetic(study, fill):
+  """Every run ``study`` declares (all parts), finished, with the metrics
+  ``fill(run)`` sets: the records a real ``runs.csv`` export would hold."""
+  out = []
+  for part, args in study.all_parts().items():
+    sweep = declaration.load(f"{study.spec}:{args}" if args else study.spec)
+    for r in sweep.runs:
+      run = studies.runs.read_run(part, r, "/nonexistent",
+                                  fields=study.fields)
+      run.state, run.step = State.DONE, run.total_steps
+      fill(run)
+      out.append(run)
+  return out
+
+
+def regenerate(study, runs, tmp_path):
+  """Writes runs.csv, regenerates through ``report.py --from-csv`` (the
+  command line), returns the verdicts judged from the file and the out dir."""
+  csv_path = studies.write_csv(str(tmp_path / "runs.csv"), runs)
+  out = tmp_path / "out"
+  assert studies.main(study, ["--from-csv", csv_path, "--out", str(out)]) \
+      == 0
+  verdicts = studies.study.verdicts(study, studies.read_csv(csv_path))
+  text = (out / "RESULTS.md").read_text()
+  for c in study.claims:    # every declared claim is rendered
+    assert f"(`{c.id}`)" in text
+    v = verdicts[c.id]
+    assert v.word in studies.WORDS
+    if v.word == studies.NOT_TESTABLE:
+      assert v.reason and v.estimate is None
+  assert studies.RULE in text
+  return verdicts, out
+
+
+def words(verdicts, prefix):
+  return {k: v.word for k, v in verdicts.items() if k.startswith(prefix)}
+
+
+def _module_study(name):
+  return studies.load_module(os.path.join(EXP, name, "report.py")).STUDY
+
+
+def test_parts_come_from_one_declaration():
+  for name in ("nonlocal", "periodic", "normsoftmax", "relu_attention",
+               "elementwise"):
+    study = _module_study(name)
+    assert study.focus, name      # every study spends CPU on some claims
+    for part, args in study.all_parts().items():
+      spec = f"{study.spec}:{args}" if args else study.spec
+      assert declaration.load(spec).runs, (name, part)
+  assert "--print-parts" in open(os.path.join(EXP, "run_study.sh")).read()
+
+
+def test_nonlocal_from_csv(tmp_path):
+  study = _module_study("nonlocal")
+  nl = "model.nl_blocks."
+
+  def fill(run):
+    heads, block = run.get(nl + "heads"), run.get(nl + "normalizer")
+    acc = 0.80 if heads == 0 else (0.85 if block == "softmax" else 0.87)
+    if run.get(nl + "mode") == "direction" and block == "softmax":
+      acc -= 0.03
+    noise = [0.0, 0.004, -0.003, 0.002][run.seed]
+    run.metrics["final/accuracy"] = acc + 0.01 * run.seed + noise * (
+        block == "scaled")
+    run.metrics["value/step_ms"] = 100.0 + (10 * heads if block == "softmax"
+                                            else 0) + run.seed
+    run.metrics["value/full_step_mb"] = 800.0 + (
+        100 * heads if block == "softmax" else 80)
+    run.metrics["value/vertical_ratio"] = (0.5 if block == "softmax" else
+                                           1.0) + 0.01 * run.seed
+    if heads == 4 and run.seed == 0 and run.get(nl + "init") == "normal":
+      run.probes["attention_map"] = np.eye(8).tolist()
+
+  runs = synthetic(study, fill)
+  he = [r for r in runs if r.part == "init_1ep" and r.seed == 3
+        and r.get(nl + "init") == "he"]
+  for r in he:        # two missing seeds of the focus part
+    r.state, r.metrics = State.NOT_STARTED, {}
+  v, out = regenerate(study, runs, tmp_path)
+  assert v["t3.scaled_lt_nl.h4"].word == studies.CONFIRMED
+  assert v["t3.scaled_lt_nl.h4"].estimate == pytest.approx(-2.0 - 0.1 / 3)
+  assert v["t1.direction_hurts_nl_more"].word == studies.CONFIRMED
+  assert v["t3.nl_memory_grows"].word == studies.CONFIRMED
+  assert v["t3.scaled_memory_flat"].word == studies.CONFIRMED
+  assert v["t3.scaled_time_flat"].word == studies.CONFIRMED
+  assert v["fig1.vertical_lines"].word == studies.CONFIRMED
+  # He and sigma 0.01 equal in the fakes: "sigma 0.01 beats He" is not shown.
+  assert v["t2.nl_normal_beats_he"].word == studies.INCONCLUSIVE
+  assert v["t2.nl_normal_beats_he"].n == 3    # seed 3 missing on one side
+  assert v["t3.cifar100"].word == studies.NOT_TESTABLE
+  text = (out / "RESULTS.md").read_text()
+  assert "1 missing" in text and "(n=4)" in text
+  for png in ("table3_error.png", "attention_maps.png"):
+    assert (out / png).exists()
+
+
+def test_periodic_from_csv(tmp_path):
+  study = _module_study("periodic")
+
+  def fill(run):
+    n, d = run.get("model.normalizer"), run.get("model.depth")
+    if n in ("sin_max_constant", "sin2_max"):
+      run.state, run.kind, run.step = State.FAILED, FailureKind.NONFINITE, 7
+      run.metrics["value/broke_down"] = 1.0
+      return
+    # Accuracy falls with depth (the inverted trend seen at 300 steps).
+    acc = 0.1 if n in ("cos_max", "siren_max") else (
+        0.85 if "sin" in n else 0.80) - 0.01 * d + 0.002 * run.seed
+    run.metrics["final/accuracy"] = acc
+    run.metrics["value/broke_down"] = float(acc < 0.2)
+    soft = n == "softmax"
+    run.metrics["value/grad_saturation"] = (0.5 if soft else 0.01) + \
+        0.001 * run.seed
+    run.metrics["value/lgrad_q50"] = (0.3 if soft else 0.7) + \
+        0.001 * run.seed * d
+    run.metrics["value/border_share"] = (0.8 if soft else 0.7) + \
+        0.001 * run.seed
+    if d == 4 and run.seed == 0 and n in ("softmax", "sin_softmax"):
+      run.probes["received"] = list(np.linspace(0, 1, 16))
+      for q, x in (("01", -3.0), ("10", -1.0), ("50", 0.0), ("90", 1.0),
+                   ("99", 3.0)):
+        run.series[f"train/diag/block_0/score_q{q}"] = [[1, x], [2, 2 * x]]
+        run.series[f"train/diag/block_0/lgrad_q{q}"] = [[1, 10 ** x],
+                                                         [2, 10 ** x]]
+      run.series["train/diag/block_0/grad_saturation"] = [[1, 0.1], [2, 0.2]]
+
+  v, out = regenerate(study, synthetic(study, fill), tmp_path)
+  assert v["t2.sin_softmax_gt_softmax.d4_1500"].word == studies.CONFIRMED
+  assert v["bd.early_breakdown"].word == studies.CONFIRMED
+  assert v["bd.early_breakdown"].n == 9
+  assert v["bd.siren_max"].word == studies.CONFIRMED
+  assert v["bd.stable"].word == studies.CONFIRMED
+  assert v["bd.prenorm_siren_performs_well"].word == studies.INCONCLUSIVE
+  assert v["sat.softmax_saturates_more"].word == studies.CONFIRMED
+  assert v["fig7.boundary"].word == studies.CONFIRMED
+  # The inverted depth trend: contradicted, and said so in the header.
+  assert v["t2.depth_helps_softmax"].word == studies.CONTRADICTED
+  assert "Inverted depth trend" in (out / "RESULTS.md").read_text()
+  assert "diverged (1/1)" in (out / "RESULTS.md").read_text()
+  for png in ("depth.png", "saturation.png", "attention_maps.png"):
+    assert (out / png).exists()
+
+
+def test_normsoftmax_from_csv(tmp_path):
+  study = _module_study("normsoftmax")
+  sm, inf = "softmax", "normsoftmax(gamma=inf)"
+
+  def fill(run):
+    n, steps = run.get("model.normalizer"), run.get("total_steps")
+    lead = {50: 5.0, 1200: 1.0}.get(steps, 2.0) if n == inf else 0.0
+    acc = 70.0 + lead + [0.0, 0.3, -0.2][run.seed]
+    if run.part.startswith("loss"):
+      acc = 70.0 + run.seed
+    run.metrics["final/accuracy"] = acc / 100
+    run.metrics["value/decay_shrink"] = 0.01
+    run.metrics["value/entropy_range"] = (0.3 if n == sm else 0.06) + \
+        0.01 * run.seed
+    run.metrics["value/std_growth"] = 2.0 + 0.1 * run.seed
+    for layer in ("encoderblock_0", "encoderblock_1"):
+      run.series[f"train/diag/Transformer/{layer}/score_std"] = [
+          [10, 1.0], [20, 3.0], [30, 2.0]]
+      run.series[f"train/diag/Transformer/{layer}/attn_entropy"] = [
+          [10, 2.0], [20, 1.5], [30, 1.7]]
+
+  v, out = regenerate(study, synthetic(study, fill), tmp_path)
+  assert v["accel.inf_gt_sm.50"].word == studies.CONFIRMED
+  assert v["accel.lead_shrinks"].word == studies.CONFIRMED
+  assert v["accel.lead_shrinks"].estimate == pytest.approx(-4.0)
+  # End-of-training and weight-decay claims: below their budgets.
+  for cid in ("end.inf_equal", "t1.nsm1_worse", "t1.f1_equal",
+              "wd.costs_sm_more", "wd.inf_gt_sm", "fig2a.std_falls"):
+    assert v[cid].word == studies.NOT_TESTABLE, cid
+  assert "100 epochs" in v["t1.nsm1_worse"].reason
+  assert "value/decay_shrink >= 0.1" in v["wd.inf_gt_sm"].reason
+  assert v["fig2a.std_rises"].word == studies.CONFIRMED
+  assert v["fig4.entropy_steadier"].word == studies.CONFIRMED
+  assert v["loss.inf_gt_sm"].word == studies.INCONCLUSIVE
+  for png in ("acceleration.png", "score_std.png", "entropy.png"):
+    assert (out / png).exists()
+
+
+def test_relu_attention_from_csv(tmp_path):
+  study = _module_study("relu_attention")
+  sweep = studies.load_module(os.path.join(EXP, "relu_attention", "sweep.py"))
+
+  def fill(run):   # accuracy grows with alpha; identity best; softmax = relu/n
+    n = run.get("model.normalizer")
+    alpha = 1.0 if n == "softmax" else float(n.split("alpha=")[1].split(",")[0])
+    acc = 0.7 + 0.1 * alpha + (0.02 if "identity" in n else 0.0)
+    run.metrics["final/accuracy"] = acc + [0.0, 0.003, -0.002][run.seed]
+    run.flops_per_step = 1.2e9 if run.get("model.gated") else 1.1e9
+    run.metrics["value/train_flops"] = run.flops_per_step * run.step
+    run.core_seconds = 40.0
+
+  v, out = regenerate(study, synthetic(study, fill), tmp_path)
+  for tag in ("small", "medium", "medium_1000_steps"):
+    assert v[f"alpha.relu_1_gt_0.{tag}"].word == studies.CONFIRMED
+    assert v[f"alpha.relu_1_gt_half.{tag}"].word == studies.CONFIRMED
+    assert v[f"act.relu_gt_identity.{tag}"].word == studies.CONTRADICTED
+    assert v[f"sm.relu_equal.{tag}"].word == studies.CONFIRMED
+  assert v["gate.costs"].word == studies.CONFIRMED
+  assert v["probe.fewshot"].word == studies.NOT_TESTABLE
+  assert "in-distribution" in v["probe.fewshot"].reason
+  assert "Identity beats relu" in (out / "RESULTS.md").read_text()
+  assert len(sweep.SEEDED) == 7
+  for png in ("alpha.png", "compute.png"):
+    assert (out / png).exists()
+
+
+def test_elementwise_from_csv(tmp_path):
+  study = _module_study("elementwise")
+
+  def fill(run):
+    v, skip = run.get("model.variant"), run.get("model.skip")
+    ten = run.part.endswith("10ep")
+    run.metrics["value/params"] = 33_084.0 if v == "B" else 50_000.0
+    if run.part == "control":
+      run.metrics["value/params"] = 929_510.0
+    if not skip:        # dead at chance, zero layer gradients
+      acc = 0.10
+      run.metrics["value/layer_grads_zero"] = 1.0
+    elif ten:
+      acc = {"A": 0.83, "B": 0.80, "C": 0.83, "D": 0.802, "F": 0.798}[v]
+    else:               # 1 epoch: B = D = F = H, weights barely moved
+      acc = 0.65
+      run.metrics["value/attn_moved"] = 0.01
+    if ten and v == "A" and run.seed == 0:
+      run.state, run.kind, run.step = State.FAILED, FailureKind.NONFINITE, 40
+      run.metrics = {"value/collapsed": 1.0, "value/collapse_step": 40.0}
+      return
+    run.metrics["final/accuracy"] = acc + [0.0, 0.002, -0.001][run.seed]
+    run.metrics["value/collapsed"] = float(acc < 0.15)
+    if ten:
+      run.metrics["value/attn_moved"] = 0.5
+    run.series["eval/accuracy"] = [[15 * e, acc * e / 10] for e in
+                                   range(1, 11)]
+    run.series["train/accuracy"] = [[5, acc / 2], [10, acc], [15, acc]]
+    run.series["train/loss"] = [[5, 2.0], [10, 1.5], [15, 1.4]]
+
+  runs = synthetic(study, fill)
+  for r in runs:        # one probe row, as the export stores it
+    if r.part == "separate_10ep" and r.seed == 0:
+      r.probes["first_steps"] = [
+          {"alive": {"layer0": 0.05}, "grad_norm_layers": 1e-3},
+          {"alive": {"layer0": 0.0}, "grad_norm_layers": 0.0}]
+  v, out = regenerate(study, runs, tmp_path)
+  # 1 epoch cannot test Table 1's end points, nor "~ B" with unmoved weights.
+  for cid in ("t1.bn_hurts_4layers.EF", "t1.EG_stable",
+              "t1.heads_no_help.1ep", "t1.control_beats_B",
+              "t1.B_92pct_of_control", "app.single_equal_D"):
+    assert v[cid].word == studies.NOT_TESTABLE, cid
+  assert "10 epochs" in v["t1.control_beats_B"].reason
+  # A: one seed diverged, two at 83 %: mixed, so no collapse verdict.
+  assert v["t1.A_collapses"].word == studies.INCONCLUSIVE
+  assert v["t1.A_collapses"].reason.startswith("1/3 runs collapsed")
+  assert v["t1.C_collapses"].word == studies.CONTRADICTED
+  # A - B paired over the 2 seeds that finished: fewer than 3 pairs.
+  assert v["t1.bn_hurts_2layers"].word == studies.INCONCLUSIVE
+  assert "diverged at step 40" in v["t1.bn_hurts_2layers"].reason
+  assert v["t1.heads_no_help"].word == studies.CONFIRMED
+  assert v["app.noskip_separate_equal_B"].word == studies.CONTRADICTED
+  assert v["t1.B_97pct_fewer_params"].word == studies.CONFIRMED
+  text = (out / "RESULTS.md").read_text()
+  assert "| B | 33,084 | 33,084 | exact |" in text
+  assert "gradient norm is exactly 0" in text and "0.0 %" in text
+  assert "1/3 (diverged at step 40)" in text
+  for png in ("accuracy.png", "loss.png", "accuracy_10ep.png"):
+    assert (out / png).exists()
+
+
+def test_study_with_no_runs_is_inconclusive_not_invented(tmp_path):
+  study = _module_study("nonlocal")
+  runs = synthetic(study, lambda r: None)
+  for r in runs:
+    r.state = State.NOT_STARTED
+  v, out = regenerate(study, runs, tmp_path)
+  assert {w.word for w in v.values()} == {studies.INCONCLUSIVE,
+                                          studies.NOT_TESTABLE}
+  assert "not run yet" in (out / "RESULTS.md").read_text()
 
 
 def test_elementwise_first_steps_kill_the_relus_without_skip(tmp_path):
   """The mechanism the report states for B without skip: live ReLUs at
   init, none after one Adam step; with the skip they stay alive."""
-  ew = _module("elementwise/report.py")
+  ew = _module("elementwise/probes.py")
   spec = "experiments/elementwise/sweep.py"
   noskip = declaration.load(
       f"{spec}:part=separate,epochs=10,skips=noskip").runs[0]
@@ -148,352 +413,6 @@ def test_elementwise_first_steps_kill_the_relus_without_skip(tmp_path):
   alive = ew.first_steps(skip.config, x, y, steps=1)[1]["alive"]
   assert all(v > 0.5 for v in alive.values())
 
-  # The report's reading of dead runs uses these rows (from the cache).
-  out = tmp_path / "out"
-  os.makedirs(out)
-  studies.dump_json(str(out / "first_steps.json"),
-                    {"first_steps/seed-0": rows})
-  args = f"{spec}:part=separate,epochs=10,skips=noskip"
-  for seed in (0, 1):
-    fake_run(str(tmp_path / "runs" / f"seed-{seed}"), accuracy=0.1,
-             train_extra={"grad_norm/layer0": lambda s: 0.0,
-                          "grad_norm/layer1": lambda s: 0.0})
-  runs = studies.collect(args, str(tmp_path / "runs"))
-  assert [r.name for r in runs] == ["seed-0", "seed-1"]
-  text = ew._no_skip_reading(runs, str(out))
-  assert "sits at chance in both seeds" in text
-  assert "exactly 0 at every logged step" in text
-  assert "every ReLU is dead after the first step" in text
-  assert "0.0 %, 0.0 % of the outputs are > 0" in text
-
-def test_compare_and_stats():
-  a = studies.Stat(5.0, 0.1, 3, 3)
-  b = studies.Stat(6.0, 0.1, 3, 3)
-  assert studies.compare(a, b, claim="a<b").startswith("confirmed")
-  assert studies.compare(a, b, claim="a>b").startswith("contradicted")
-  assert studies.compare(a, b, claim="a=b").startswith("contradicted")
-  c = studies.Stat(5.05, 0.1, 3, 3)
-  assert studies.compare(a, c, claim="a<b").startswith("inconclusive")
-  assert studies.compare(a, c, claim="a=b").startswith("confirmed")
-  assert studies.compare(a, studies.Stat(None, None, 0, 3)) == studies.NOT_RUN
-  assert "1 seed" in studies.Stat(5.0, 0.0, 1, 3).fmt()
-  with pytest.raises(ValueError, match="claim"):
-    studies.compare(a, b, claim="less")
-
-
-def test_paired_comparison_sees_a_consistent_gap_under_seed_spread():
-  def run(side, seed):
-    return studies.Run(f"{side}{seed}", {"seed": seed}, "done", None, [], None)
-
-  # Seeds differ by 3 points, b is 1 point (+- 0.1) below a in every seed.
-  a = [run("a", s) for s in range(3)]
-  b = [run("b", s) for s in range(4)]    # seed 3: no partner, not counted
-  va = {0: 50.0, 1: 53.0, 2: 56.0}
-  vb = {0: 49.0, 1: 51.9, 2: 55.1, 3: 70.0}
-  d = studies.paired(a, b, lambda r: (va if r.name[0] == "a" else vb)[r.seed])
-  assert (d.n, d.declared) == (3, 3) and d.mean == pytest.approx(1.0, abs=1e-9)
-  unpaired = studies.compare(studies.summarize(a, lambda r: va[r.seed]),
-                             studies.summarize(b[:3], lambda r: vb[r.seed]),
-                             claim="a>b")
-  assert unpaired.startswith("inconclusive")
-  assert studies.compare_paired(d, claim="a>b").startswith(
-      "confirmed (paired, 3 pairs; diff +1")
-  assert studies.compare_paired(d, claim="a=b").startswith("contradicted")
-  # Gap of gaps per seed: (a - b) - (b - a) = 2 (a - b).
-  g = studies.paired_sum([(1, a), (-1, b), (-1, b), (1, a)],
-                         lambda r: (va if r.name[0] == "a" else vb)[r.seed])
-  assert g.mean == pytest.approx(2.0) and g.n == 3
-  # A consistent 0.01-point gap is below MIN_DIFF_PCT: equal, not a finding.
-  tiny = {**{("a", k): v for k, v in va.items()},
-          **{("b", k): v - 0.01 for k, v in va.items()}}
-  acc = lambda r: tiny[r.name[0], r.seed]
-  acc.pct = True
-  assert studies.versus(a, b[:3], "a=b", acc).startswith("confirmed")
-  raw = lambda r: tiny[r.name[0], r.seed]     # not in points: no floor
-  assert studies.versus(a, b[:3], "a=b", raw).startswith("contradicted")
-
-  # "~" on accuracies: judged against EQUIV_MARGIN_PCT (1 point), so that
-  # equal-within-noise is not reported as equal.
-  def eq(diffs):
-    d = studies.Stat(float(np.mean(diffs)), float(np.std(diffs, ddof=1)),
-                     len(diffs), len(diffs))
-    return studies.compare_paired(d, claim="a=b", floor=0.1,
-                                  margin=studies.EQUIV_MARGIN_PCT)
-  assert eq([0.3, 0.5, 0.7]).startswith("confirmed")       # 0.5 + 0.2 <= 1
-  assert eq([-1.0, 2.0, 4.0]).startswith("inconclusive (paired, 3 pairs; "
-                                         "|diff| 1.67 within seed spread")
-  assert eq([1.9, 2.0, 2.1]).startswith("contradicted")    # 2 > 0.1 and 1
-  assert eq([0.4, 0.8, 1.2]).startswith("inconclusive")    # 0.8 + 0.4 > 1
-  assert "> spread 0.4 but <= margin 1" in eq([0.4, 0.8, 1.2])
-  # Without a margin (times, entropies): confirmed when within the spread.
-  d = studies.Stat(1.67, 2.52, 3, 3)
-  assert studies.compare_paired(d, claim="a=b").startswith("confirmed")
-  with pytest.raises(ValueError, match="key="):   # two runs of seed 0
-    studies.paired(a + [run("a", 0)], b, lambda r: 1.0)
-  one = studies.paired(a[:1], b, lambda r: 1.0)
-  assert studies.compare_paired(one, claim="a>b").startswith("inconclusive")
-  assert studies.compare_paired(studies.paired([], b, lambda r: 1.0)) == \
-      studies.NOT_RUN
-
-
-def _nonlocal_acc(run):
-  """Fake accuracy: scaled NL better; direction-only hurts NL only."""
-  nl = run.overrides
-  block = nl.get("model.nl_blocks.normalizer")
-  heads = nl.get("model.nl_blocks.heads")
-  acc = 0.80 if heads == 0 else (0.85 if block == "softmax" else 0.87)
-  if nl.get("model.nl_blocks.mode") == "direction" and block == "softmax":
-    acc -= 0.03
-  return acc + 0.001 * run.overrides["seed"]
-
-
-def test_nonlocal_report_from_synthetic_runs(tmp_path):
-  report = _module("nonlocal/report.py")
-  spec = "experiments/nonlocal/sweep.py"
-  sweep = declaration.load(spec)
-  workdir = tmp_path / "runs"
-  for run in sweep.runs:
-    if run.overrides["seed"] == 2 and run.overrides.get(
-        "model.nl_blocks.init") == "he":
-      continue  # a missing seed must show as such
-    fake_run(str(workdir / run.name), accuracy=_nonlocal_acc(run))
-  out = tmp_path / "out"
-  files = report.make_report(str(workdir), str(out), spec, memory=False,
-                             maps=False)
-  text = open(files[0]).read()
-  assert "±" in text and "(n=3)" in text and "1 missing" in text
-  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
-          if l.startswith("| ")}
-  assert "confirmed" in rows["scaled NL error < NL error at 4 head(s)"]
-  assert "confirmed" in rows["direction-only: scaled NL error < NL error"]
-  # Fake runs say He and 0.01 are equal for NL: not what the paper says.
-  assert "inconclusive" in rows["NL: sigma 0.01 beats He"]
-  assert os.path.exists(out / "table3_error.png")
-
-
-def test_reports_without_runs_say_not_run_yet(tmp_path):
-  report = _module("nonlocal/report.py")
-  files = report.make_report(str(tmp_path / "none"), str(tmp_path / "o"),
-                             "experiments/nonlocal/sweep.py", memory=False,
-                             maps=False)
-  text = open(files[0]).read()
-  assert "not run yet" in text and "confirmed" not in text.split(
-      studies.PAIRED_RULE)[1]
-  ew = _module("elementwise/report.py")
-  files = ew.make_report(str(tmp_path / "none"), str(tmp_path / "o2"),
-                         "experiments/elementwise/sweep.py")
-  text = open(files[0]).read()
-  assert "| B | 33,084 | 33,084 | exact |" in text
-  assert text.count("not run yet") > 10
-
-
-def test_elementwise_report_from_synthetic_runs(tmp_path):
-  ew = _module("elementwise/report.py")
-  spec = "experiments/elementwise/sweep.py"
-  workdir = tmp_path / "runs"
-  for part in ("models", "control", "separate"):
-    sweep = declaration.load(f"{spec}:part={part}")
-    for run in sweep.runs:
-      cfg = run.config
-      d = str(workdir / part / run.name)
-      if part == "models" and cfg.model.bn and cfg.model.layers == 2 \
-          and cfg.model.heads > 1:
-        fake_run(d, accuracy=0.1, failed_reason="NaN/Inf at step 3")
-      elif part == "control":
-        fake_run(d, accuracy=0.88)
-      else:
-        fake_run(d, accuracy=0.81 + 0.002 * run.overrides["seed"],
-                 train_extra={"grad_norm/layer0": lambda s: 0.25})
-  out = tmp_path / "out"
-  files = ew.make_report(str(workdir), str(out), spec)
-  text = open(files[0]).read()
-  rows = {l.split("|")[1].strip(): l for l in text.split(
-      "## At the paper's 10 epochs")[0].splitlines() if l.startswith("| ")}
-  assert "confirmed (2/2 seeds collapsed) (after 1 of the paper's 10 epochs" \
-      in rows["A (8 heads, 2 layers, BN) collapses"]
-  assert "Ours trained 1 of the paper's 10 epochs" in text
-  # E and F got the same accuracies: no difference beyond the spread.
-  assert "inconclusive" in rows["BN hurts at 4 layers: E < F"]
-  assert "confirmed" in rows["more heads do not help: D ~ B"]
-  assert "81.10 ± 0.14 (n=2)" in rows["B"]   # 81.0, 81.2
-  assert "0.25 ± 0 (n=2)" in rows["B"]  # first-layer gradient norm
-  # 81.1 / 88.0 = 92 %, and the control's short budget is named.
-  assert ("confirmed (ours 92 %, within 92 ± 5 %) (control trained 1 epoch, "
-          "not 10)") in rows["B reaches ~92 % of the control's accuracy"]
-  assert "The VGG control after 1 epoch" in text and "above B's" in text
-  assert os.path.exists(out / "accuracy.png")
-  # The 10-epoch subsets not run: said so, and the 1-epoch caveat stays.
-  assert "a later collapse is not ruled out" in rows[
-      "A (8 heads, 2 layers, BN) collapses"]
-  assert text.split("## At the paper's 10 epochs")[1].count(
-      "not run yet") >= 8
-
-  # Now the 10-epoch runs: A collapses (NaN at step 40 / at chance at the
-  # end), C does not, B trains to 81 %, B without skip to 78 %.
-  long = ew.LONG_PARTS
-  for d, args in long.items():
-    for run in declaration.load(f"{spec}:{args}").runs:
-      seed, v = run.overrides["seed"], run.config.model.variant
-      rd = str(workdir / d / run.name)
-      if d == "models_10ep" and v == "A":
-        fake_run(rd, accuracy=0.1, failed_reason=(
-            "Non-finite training at step 40: loss=nan" if seed == 0
-            else None))
-      elif d == "models_10ep":
-        fake_run(rd, accuracy=0.81 + 0.002 * seed + (0.01 if v == "C" else 0))
-      else:   # dead: at chance, zero layer gradients (as measured here)
-        fake_run(rd, accuracy=0.1, train_extra={
-            "grad_norm/layer0": lambda s: 0.0,
-            "grad_norm/layer1": lambda s: 0.0})
-  assert set(long) == {"models_10ep", "separate_10ep"}
-  # run.sh declares the same subsets as the report reads.
-  run_sh = open(os.path.join(EXP, "elementwise", "run.sh")).read()
-  for d, args in long.items():
-    assert f"{d}@{args}" in run_sh
-  # grads=False: no checkpoints to recompute from, no first_steps probe.
-  files = ew.make_report(str(workdir), str(tmp_path / "out10"), spec,
-                         grads=False)
-  text = open(files[0]).read()
-  one, ten = text.split("## At the paper's 10 epochs")
-  rows10 = {l.split("|")[1].strip(): l for l in ten.splitlines()
-            if l.startswith("| ")}
-  assert "at 10 epochs: see below" in one
-  assert "confirmed (2/2 seeds collapsed)" in rows10[
-      "A (8 heads, 2 layers, BN) collapses"]
-  assert "2/2 (at step 10, 40)" in rows10["A"]   # NaN; at chance at 10
-  assert "contradicted (0/2 seeds collapsed)" in rows10[
-      "C (16 heads, 2 layers, BN) collapses"]
-  assert "| 81.10 ± 0.14 (n=2) | 81.10 ± 0.14 (n=2) |" in rows10["B"]
-  assert "2/2 (at chance from the eval at step 10, 10)" in rows10[
-      "B, no skip, separate optimizers"]
-  assert "gradient norm is exactly 0 at every logged step" in ten
-  assert "`first_steps`" not in ten
-  # C ends 1 point above B in both seeds, A collapsed: no BN-helps claim.
-  assert "both end above B" not in ten
-  # B without skip far below B in both seeds: not "~ B".
-  assert rows10["without skip, separate optimizers train it to ~B's "
-                "accuracy"].split("|")[3].strip().startswith("contradicted")
-  assert "B goes from 81.10 % after 1 epoch to 81.10 % after 10" in ten
-  assert "do not lift it" in ten
-  assert os.path.exists(tmp_path / "out10" / "accuracy_10ep.png")
-
-
-def _fake_sweep(spec, workdir, acc_fn, fail_fn=lambda run: None,
-                extra_fn=lambda run: None):
-  for run in declaration.load(spec).runs:
-    fake_run(str(workdir / run.name), accuracy=acc_fn(run),
-             failed_reason=fail_fn(run), train_extra=extra_fn(run))
-
-
-def test_normsoftmax_report_from_synthetic_runs(tmp_path):
-  rep = _module("normsoftmax/report.py")
-  spec = "experiments/normsoftmax/sweep.py"
-
-  def acc(run):   # NSM-inf ahead at short budgets, equal at the longest
-    o, seed = run.overrides, run.overrides["seed"]
-    norm = o.get("model.normalizer")
-    short = o.get("total_steps") == 50
-    bonus = 0.05 if (norm == "normsoftmax(gamma=inf)" and short) else 0.0
-    if norm == "normsoftmax(gamma=1)":
-      bonus = -0.1
-    return 0.8 + bonus + 0.002 * seed
-
-  entropy = {"diag/Transformer/encoderblock_0/attn_entropy":
-             lambda s: 2.0 + 0.1 * s}
-  _fake_sweep(f"{spec}:part=attention", tmp_path / "runs" / "attention",
-              acc, extra_fn=lambda run: entropy)
-  for part in ("loss", "loss_softmax"):
-    _fake_sweep(f"{spec}:part={part}", tmp_path / "runs" / part,
-                lambda run: 0.7 + 0.002 * run.overrides["seed"])
-  files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
-                          spec)
-  text = open(files[0]).read()
-  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
-          if l.startswith("| ")}
-  assert "confirmed" in rows["at the shortest budget (50 steps) nsm-inf > sm"]
-  assert "confirmed" in rows["at the longest budget nsm-inf ~ sm"]
-  assert "confirmed" in rows["nsm-1 is much worse than sm"]
-  assert "inconclusive" in rows["short training: nsm-inf loss > softmax loss"]
-  assert "(n=2)" in rows["nsm-1"]           # variants have 2 seeds
-  # 200 steps of AdamW at lr 1e-3, wd 0.1 shrink weights by ~1 %: said so.
-  assert "decay shrinks the weights by only 1.0 % over 200 steps" in rows[
-      "removing weight decay costs sm more than nsm-inf"]
-  assert "its worst, nsm-1, is ranked 9 of 9" in text
-  assert os.path.exists(tmp_path / "out" / "entropy.png")
-
-
-def test_relu_attention_report_from_synthetic_runs(tmp_path):
-  rep = _module("relu_attention/report.py")
-  spec = "experiments/relu_attention/sweep.py"
-
-  def acc(run):   # accuracy grows with alpha; softmax equals relu/n
-    norm = run.overrides["model.normalizer"]
-    alpha = 1.0 if norm == "softmax" else float(
-        norm.split("alpha=")[1].split(",")[0])
-    return 0.7 + 0.1 * alpha + 0.002 * run.overrides["seed"]
-
-  _fake_sweep(spec, tmp_path / "runs", acc,
-              extra_fn=lambda run: None)
-  files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
-                          spec)
-  text = open(files[0]).read()
-  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
-          if l.startswith("| ")}
-  assert "confirmed (6/6" in rows[
-      "small: best alpha is close to 1 (>= 0.75) for most h"]
-  assert "confirmed" in rows["small: relu/n (alpha 1) > relu (alpha 0)"]
-  assert "confirmed" in rows["medium: relu/n ~ softmax"]
-  verdicts = [l.rsplit("|", 2)[-2] for l in rows.values()]
-  assert not any("contradicted" in v for v in verdicts)
-  assert ("0.75 / 1: small 70.0 / 72.5 / 75.0 / 77.5 / 80.0; medium" in text
-          and "n = 49 tokens" in text)
-
-
-def test_periodic_report_from_synthetic_runs(tmp_path):
-  rep = _module("periodic/report.py")
-  spec = "experiments/periodic/sweep.py"
-
-  def acc(run):
-    norm = run.overrides["model.normalizer"]
-    if norm in ("cos_max", "siren_max"):
-      return 0.1
-    return (0.85 if "sin" in norm else 0.80) + 0.002 * run.overrides["seed"]
-
-  def fail(run):
-    return ("NaN/Inf loss at step 7" if run.overrides["model.normalizer"] in
-            ("sin_max_constant", "sin2_max") else None)
-
-  def diag(run):   # softmax saturates (small local gradients), sin does not
-    soft = run.overrides["model.normalizer"] == "softmax"
-    out = {}
-    for layer in ("block_0", "block_1"):
-      pre = f"diag/Transformer/{layer}/attn/"
-      out[pre + "grad_saturation"] = lambda s, soft=soft: (
-          0.5 if soft else 0.01) + 0.001 * run.overrides["seed"]
-      for q, v in (("01", -3.0), ("10", -1.0), ("50", 0.0), ("90", 1.0),
-                   ("99", 3.0)):
-        out[pre + f"score_q{q}"] = lambda s, v=v: v * s
-        out[pre + f"lgrad_q{q}"] = lambda s, v=v, soft=soft: (
-            10 ** (v - (3 if soft else 0)) + 1e-4 * run.overrides["seed"])
-    return out
-
-  _fake_sweep(spec, tmp_path / "runs", acc, fail, extra_fn=diag)
-  files = rep.make_report(str(tmp_path / "runs"), str(tmp_path / "out"),
-                          spec)
-  text = open(files[0]).read()
-  rows = {l.split("|")[1].strip(): l for l in text.splitlines()
-          if l.startswith("| ")}
-  assert "confirmed" in rows["softmax saturates more than sin_softmax"]
-  assert "confirmed" in rows[
-      "softmax's typical local gradient is smaller than sin_softmax's"]
-  assert os.path.exists(tmp_path / "out" / "saturation.png")
-  assert "confirmed (9/9 runs broke down)" in rows[
-      "sin_max_constant, cos_max, sin2_max break down early"]
-  assert "confirmed" in rows["depth 2: sin_softmax > softmax"]
-  assert "contradicted" in rows["depth 1: prenorm(softmax) > softmax"] or \
-      "inconclusive" in rows["depth 1: prenorm(softmax) > softmax"]
-  assert "yes (1/1; at step 7)" in text
-
 
 def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
                                                               monkeypatch):
@@ -503,7 +422,7 @@ def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, os.path.dirname(__file__))
   import train_runner  # pylint: disable=g-import-not-at-top
-  ew = _module("elementwise/report.py")
+  ew = _module("elementwise/probes.py")
   # Model B, one step of batch 4 (the single-head preset keeps it small).
   over = {"model.heads": 1, "batch_size": 4, "num_epochs": None,
           "total_steps": 1, "checkpoint_every": 1, "eval_every": 1,
@@ -514,16 +433,45 @@ def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
                         overrides=over, workdir=str(wd), num_examples=8))
   cfg = train_runner.apply_overrides(
       train_runner.load_config("experiments/elementwise/sweep.py"), over)
-  run = studies.Run("r", {"seed": 0}, "done", None, [], {"step": 1},
+  run = studies.Run("models", "r", {"seed": 0}, state=State.DONE, step=1,
                     config=cfg)
-  cache = str(tmp_path / "grad_avg.json")
   with tfds.testing.mock_data(num_examples=8):
     v = ew.paper_grad_avg(run, str(wd), n=8)
-    assert isinstance(v, float) and np.isfinite(v) and v != 0.0
-    assert ew.grad_avgs([("models/r", run, str(wd))], cache) == \
-        {"models/r": v}
+  assert isinstance(v, float) and np.isfinite(v) and v != 0.0
   assert ew.paper_grad_avg(run, str(tmp_path / "none")) is None
-  # Cached by key and step: no recomputation.
-  monkeypatch.setattr(ew, "paper_grad_avg", lambda *a: 1 / 0)
-  assert ew.grad_avgs([("models/r", run, str(wd))], cache) == \
-      {"models/r": v}
+
+
+def test_export_reads_status_fields_and_metrics(tmp_path):
+  """``report.py --workdir`` path: status.json fields (state, kind, step,
+  core_seconds, flops) and metrics.jsonl become runs.csv columns."""
+  from softattn import runstate  # pylint: disable=g-import-not-at-top
+  study = _module_study("nonlocal")
+  names = [r.name for r in declaration.load(study.spec).runs]
+  done, bad = (tmp_path / "w" / "main" / n for n in names[:2])
+  for d in (done, bad):
+    os.makedirs(d)
+    with open(d / "metrics.jsonl", "w") as f:
+      for s in (10, 20, 30):
+        f.write(json.dumps({"step": s, "split": "train", "loss": 1.0 / s,
+                            "accuracy": 0.5, "steps_per_sec": 5.0}) + "\n")
+      f.write(json.dumps({"step": 30, "split": "eval", "accuracy": 0.8,
+                          "loss": 0.4}) + "\n")
+  runstate.write(str(done), runstate.Status(
+      state=State.DONE, step=300, core_seconds=12.5, flops_per_step=3e9))
+  runstate.write(str(bad), runstate.Status(
+      state=State.FAILED, kind=FailureKind.NONFINITE, step=40,
+      message="loss=nan"))
+  csv_path = str(tmp_path / "runs.csv")
+  studies.export(study, str(tmp_path / "w"), csv_path, probe=False)
+  runs = {r.name: r for r in studies.read_csv(csv_path)}
+  r = runs[names[0]]
+  assert r.done and r.step == 300 and r.core_seconds == 12.5
+  assert r.flops_per_step == 3e9 and r.value("final/accuracy") == 0.8
+  assert r.value("best/accuracy") == 0.8 and r.epochs == pytest.approx(0.32)
+  assert r.value("value/step_ms") == pytest.approx(200.0)
+  assert runs[names[1]].diverged and runs[names[1]].step == 40
+  assert runs[names[1]].value("final/accuracy") is None
+  assert runs[names[2]].state == State.NOT_STARTED
+  assert len(runs) == sum(len(declaration.load(
+      f"{study.spec}:{a}" if a else study.spec).runs)
+                          for a in study.all_parts().values())

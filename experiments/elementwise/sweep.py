@@ -47,15 +47,17 @@ Scales:
 ``separate``, the control only with ``CONTROL=1``, then the 10-epoch subset
 below.)
 
-The paper's length on a subset (``run.sh`` runs it after the 1-epoch study,
-workdirs ``models_10ep`` and ``separate_10ep``): the claims one epoch cannot
-settle -- A and C collapse with BN, B without skip trains on separate
-optimizers -- at 10 epochs x 2 seeds, B as their paired reference (8 runs,
-53 minutes with ``--parallel=2``, 97 CPU-minutes; a run of C takes ~16
+The paper's length on a subset (``report.py``'s ``STUDY`` declares the
+parts; ``run.sh`` runs them): the claims one epoch cannot settle -- A and C
+collapse with BN, B without skip trains on separate optimizers, and (the
+focus part ``df_10ep``) D ~ B and F ~ B -- at 10 epochs x 3 seeds, B as
+their paired reference (2 seeds of A, B, C and B without skip took 53
+minutes with ``--parallel=2``, 97 CPU-minutes; a run of C takes ~16
 minutes):
 
-  sweep.py:part=models,epochs=10,variants=ABC,extras=false
-  sweep.py:part=separate,epochs=10,skips=noskip
+  sweep.py:part=models,epochs=10,variants=ABC,extras=false,seeds=3
+  sweep.py:part=separate,epochs=10,skips=noskip,seeds=3
+  sweep.py:part=models,epochs=10,variants=DF,extras=false,seeds=3
 
 Args (``sweep.py:<k>=<v>,...``): ``part``, ``scale``, ``dataset`` (full:
 fashion_mnist|cifar10), ``seeds``, ``epochs`` (reduced; full is 10),

@@ -44,7 +44,15 @@ Scales:
   python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_softmax --workdir=workdirs/normsoftmax/loss_softmax
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax
 
-Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``.
+Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``
+(part=attention: ``all``, or ``focus``: softmax, NSM-sqrt(d) and NSM-inf
+at one budget of ``steps``).
+
+The run set that spends extra CPU where it can settle a claim (``report.py``
+declares it as the ``attention_1200`` focus part; ``run.sh`` runs it):
+``part=attention,subset=focus,steps=1200`` -- the three at 1200 steps (2.6
+epochs) x 3 seeds, 9 runs, ~30 minutes with ``--parallel=2`` (estimated
+from the measured study: 54 runs in 55 minutes, ~6,800 ViT steps).
 """
 
 from ml_collections import config_dict
@@ -63,7 +71,9 @@ PARTS = ("attention", "loss", "loss_softmax")
 
 def _arg(arg):
   a = configlib.parse_arg(arg, part="attention", scale="reduced", seeds=0,
-                          variant_seeds=0)
+                          variant_seeds=0, subset="all", steps=1200)
+  if a.subset not in ("all", "focus"):
+    raise ValueError(f"subset={a.subset!r}; use subset=all or subset=focus")
   if a.part not in PARTS:
     raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
   if a.scale not in ("reduced", "full"):
@@ -165,9 +175,13 @@ def get_sweep(arg=None):
     losses = (grid.sweep("loss.gamma", [1.0, float("inf")])
               if a.part == "loss" else [{}])
     return grid.product(losses, lengths, seeds)
+  if a.subset == "focus":
+    budgets = [a.steps]
   if field == "total_steps":   # warmup and eval cadence follow the budget
     lengths = [{"total_steps": s, "schedule.warmup_steps": max(s // 10, 1),
                 "eval_every": s // 4} for s in budgets]
+  if a.subset == "focus":
+    return grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)
   else:
     lengths = grid.sweep(field, budgets)
   accel = grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)

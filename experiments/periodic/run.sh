@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The reduced-scale periodic study (experiments/periodic/sweep.py):
-# LeViT demo at depth 1/2/4, periodic normalizers and their prenorm versions, break-downs, on Fashion-MNIST; 49 minutes on 2 CPU
-# cores with --parallel=2 (what RESULTS.md ran). Then RESULTS.md and
-# the plots in experiments/periodic/ (or $OUT).
+# part `main`: LeViT demo at depth 1/2/4, periodic normalizers and their
+# prenorm versions, break-downs, on Fashion-MNIST (49 minutes on 2 CPU cores
+# with --parallel=2, measured); focus part `depth4_long`: softmax,
+# sin_softmax, sin2_max_shifted at depth 4 for 1500 steps x 3 seeds (~25
+# minutes, estimated). Then runs.csv, RESULTS.md and the plots in
+# experiments/periodic/ (or $OUT). FOCUS=focus / FOCUS=base: one set only.
 #
 #   bash experiments/periodic/run.sh                   # everything
 #   bash experiments/periodic/run.sh --parallel=2      # args go to `sweep run`

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The reduced-scale relu_attention study (experiments/relu_attention/sweep.py):
-# alpha x h grid at two ViT sizes, qk-LN and gate ablations, 10-shot probe,
-# on Fashion-MNIST: 86 runs, 44 minutes on 2 CPU cores with --parallel=2.
-# Then RESULTS.md and the plots in experiments/relu_attention/ (or $OUT).
+# part `main`: alpha x h grid at two ViT sizes (3 seeds for softmax and
+# relu / identity at alpha 0, 0.5, 1), qk-LN and gate ablations, 10-shot
+# probe, on Fashion-MNIST (86 runs took 44 minutes on 2 CPU cores with
+# --parallel=2; the 16 added seeds ~8 more, estimated); focus part
+# `medium_1000`: the medium model at 1000 steps x 3 seeds (~55 minutes,
+# estimated). Then runs.csv, RESULTS.md and the plots in
+# experiments/relu_attention/ (or $OUT). FOCUS=focus / base: one set only.
 #
 #   bash experiments/relu_attention/run.sh                   # everything
 #   bash experiments/relu_attention/run.sh --parallel=2      # args go to `sweep run`

@@ -1,0 +1,30 @@
+"""Studies: claims of a paper as data, judged by one rule on per-run records.
+
+* ``runs``: a study's declared runs as flat records; ``runs.csv``;
+* ``stats``: paired t tests, TOST, t intervals;
+* ``claims``: ``Claim``, ``Verdict``, ``judge`` and the stated ``RULE``;
+* ``render``: the one RESULTS.md renderer and the summary of all studies;
+* ``plots``: CI error bars, seed counts, labelled axes, no hidden lines;
+* ``probes``: models without data, checkpoints, sown attention weights;
+* ``study``: ``Study`` (a study's declaration) and the ``report.py`` CLI.
+
+``python -m softattn.studies summary`` rewrites the verdict counts at the
+top of ``experiments/README.md`` from the committed ``runs.csv`` files.
+"""
+
+from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
+                                     CONTRADICTED, ERROR, INCONCLUSIVE,
+                                     MIN_PAIRS, NOT_TESTABLE, RULE, WORDS,
+                                     Claim, Metric, Requirement, Verdict,
+                                     judge, judge_all, paper_fraction,
+                                     unavailable)
+from softattn.studies.probes import (IMAGE_SHAPES, NUM_CLASSES,
+                                     attention_weights, build_abstract,
+                                     build_model, dump_json, load_images,
+                                     load_module, moved_from_init,
+                                     param_count, restore_checkpoint)
+from softattn.studies.render import cell, claims_table, image, md_table
+from softattn.studies.runs import (Run, collect, mean_over_layers,
+                                   median_train, read_csv, select, write_csv)
+from softattn.studies.stats import Summary, summarize
+from softattn.studies.study import Study, export, main, report

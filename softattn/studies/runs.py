@@ -1,0 +1,361 @@
+"""A study's runs as flat per-run records, and ``runs.csv`` that holds them.
+
+A study's runs live in ``<workdir>/<part>/<run name>`` (one sweep
+declaration per part, see ``softattn.sweep``). ``collect`` reads every
+declared run, finished or not, into a ``Run``: its overrides, its state from
+``status.json`` (``softattn.runstate``: state, failure kind, step; fields,
+never prose), the declared budget, final and best eval metrics, the study's
+derived values (``value/<name>``) and the series its plots need. ``write_csv``
+/ ``read_csv`` store and restore exactly those records, so a report can be
+regenerated from ``runs.csv`` alone (``report.py --from-csv``).
+
+``runs.csv`` columns: ``part, run, seed, overrides`` (JSON of the sweep's
+overrides), ``fields`` (JSON: resolved config values the study selects on),
+``state, kind, step`` (last completed step; for ``kind=nonfinite`` the step
+that diverged), ``message, total_steps, batch_size, epochs`` (declared
+length, in epochs of the training split), ``wall_s`` (first write of
+``config.json`` to the last status update; the last attempt only when a run
+was resumed), ``core_seconds, flops_per_step``; one column per metric
+(``final/<eval metric>`` at the last evaluation, ``best/accuracy`` max and
+``best/loss`` min over evaluations, ``final/train_loss``,
+``final/train_accuracy``, ``value/<name>``); ``series`` (JSON: metric ->
+``[[step, value], ...]``) and ``probes`` (JSON: checkpoint-derived data such
+as attention maps).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import fnmatch
+import json
+import math
+import os
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from softattn import runstate
+from softattn.runstate import FailureKind, State
+from softattn.sweep import declaration, rundir
+
+# Training-split sizes, for a run's length in epochs.
+TRAIN_SIZES = {"fashion_mnist": 60_000, "mnist": 60_000, "cifar10": 50_000,
+               "cifar100": 50_000, "imagenet2012": 1_281_167,
+               "imagenet21k": 13_000_000}
+FIXED = ("part", "run", "seed", "overrides", "fields", "state", "kind", "step",
+         "message", "total_steps", "batch_size", "epochs", "wall_s",
+         "core_seconds", "flops_per_step")
+JSON_COLUMNS = ("overrides", "fields", "series", "probes")
+MAX_SERIES_POINTS = 60   # per metric and run: enough for a curve
+
+
+@dataclasses.dataclass
+class Run:
+  """One declared run of a study, as ``runs.csv`` records it."""
+  part: str
+  name: str
+  overrides: dict[str, Any]
+  fields: dict[str, Any] = dataclasses.field(default_factory=dict)
+  state: State = State.NOT_STARTED
+  kind: FailureKind | None = None
+  step: int | None = None
+  message: str | None = None
+  total_steps: int | None = None
+  batch_size: int | None = None
+  epochs: float | None = None
+  wall_s: float | None = None
+  core_seconds: float | None = None
+  flops_per_step: float | None = None
+  metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+  series: dict[str, list] = dataclasses.field(default_factory=dict)
+  probes: dict[str, Any] = dataclasses.field(default_factory=dict)
+  # Only when read from a workdir (not stored in runs.csv):
+  records: list[dict] = dataclasses.field(default_factory=list, repr=False)
+  config: Any = dataclasses.field(default=None, repr=False)
+  dir: str | None = dataclasses.field(default=None, repr=False)
+
+  @property
+  def seed(self) -> int:
+    return int(self.overrides.get("seed", self.fields.get("seed", 0)))
+
+  @property
+  def done(self) -> bool:
+    return self.state == State.DONE
+
+  @property
+  def diverged(self) -> bool:
+    """Stopped on a NaN/Inf loss or gradient (``kind == nonfinite``)."""
+    return self.state == State.FAILED and self.kind == FailureKind.NONFINITE
+
+  def get(self, field: str, default=None):
+    """A setting: ``part``, an override, else the recorded config value."""
+    if field == "part":
+      return self.part
+    if field in self.overrides:
+      return self.overrides[field]
+    return self.fields.get(field, default)
+
+  def value(self, column: str) -> float | None:
+    """A numeric column (``final/accuracy``, ``value/step_ms``, ``epochs``,
+    ``core_seconds``...), None when missing or not finite."""
+    v = self.metrics.get(column) if "/" in column else getattr(
+        self, column, None)
+    return float(v) if _finite(v) else None
+
+  def curve(self, metric: str, split: str = "train"
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of ``<split>/<metric>``: from the stored series,
+    else from the records of a run read from its workdir."""
+    key = f"{split}/{metric}"
+    if key in self.series:
+      pts = self.series[key]
+    else:
+      pts = [(r["step"], r[metric]) for r in self.records
+             if r.get("split") == split and _finite(r.get(metric))]
+    if not pts:
+      return np.zeros(0), np.zeros(0)
+    s, v = zip(*pts)
+    return np.asarray(s, float), np.asarray(v, float)
+
+  def keys(self, prefix: str = "", suffix: str = "",
+           split: str = "train") -> list[str]:
+    """Sorted metric names of ``split`` (stored series or records) between
+    ``prefix`` and ``suffix``, e.g. the ``diag/<layer>/score_std`` keys."""
+    names = {k.split("/", 1)[1] for k in self.series
+             if k.startswith(split + "/")}
+    names |= {k for r in self.records if r.get("split") == split for k in r}
+    return sorted(k for k in names if k.startswith(prefix)
+                  and k.endswith(suffix) and k not in ("step", "split"))
+
+
+def _finite(x) -> bool:
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and \
+      math.isfinite(x)
+
+
+def select(runs: Iterable[Run], where: Mapping[str, Any]) -> list[Run]:
+  """Runs whose settings equal ``where`` (``{"part": "models",
+  "model.variant": "B"}``); a tuple value matches any of its items."""
+  match = lambda got, v: got in v if isinstance(v, tuple) else got == v
+  return [r for r in runs if all(match(r.get(k), v)
+                                 for k, v in where.items())]
+
+
+def declared_length(config) -> tuple[int | None, float | None]:
+  """``(total_steps, epochs)`` a config declares (either may be given)."""
+  n = TRAIN_SIZES.get(config.data.name)
+  b = int(config.batch_size)
+  steps = config.get("total_steps")
+  if steps:
+    return int(steps), (steps * b / n if n else None)
+  ep = config.get("num_epochs")
+  if ep and n:
+    return int(math.ceil(ep * n / b)), float(ep)
+  return None, (float(ep) if ep else None)
+
+
+def _config_value(config, field: str):
+  node = config
+  for part in field.split("."):
+    if node is None or part not in node:
+      return None
+    node = node[part]
+  if hasattr(node, "to_dict"):
+    return None
+  return list(node) if isinstance(node, tuple) else node
+
+
+def _wall_seconds(run_dir: str) -> float | None:
+  try:
+    start = os.path.getmtime(os.path.join(run_dir, rundir.CONFIG))
+    end = os.path.getmtime(os.path.join(run_dir, runstate.FILENAME))
+  except OSError:
+    return None
+  return max(end - start, 0.0)
+
+
+def _eval_metrics(records: list[dict]) -> dict[str, float]:
+  evals = [r for r in records if r.get("split") == "eval"]
+  out = {}
+  if evals:
+    out.update({f"final/{k}": float(v) for k, v in evals[-1].items()
+                if k not in ("step", "split") and _finite(v)})
+    for k, best in (("accuracy", max), ("loss", min)):
+      vals = [r[k] for r in evals if _finite(r.get(k))]
+      if vals:
+        out[f"best/{k}"] = float(best(vals))
+  train = [r for r in records if r.get("split") == "train"]
+  for k in ("loss", "accuracy"):
+    vals = [r[k] for r in train if _finite(r.get(k))]
+    if vals:
+      out[f"final/train_{k}"] = float(vals[-1])
+  return out
+
+
+def _decimate(pts: list, n: int = MAX_SERIES_POINTS) -> list:
+  if len(pts) <= n:
+    return pts
+  idx = np.unique(np.linspace(0, len(pts) - 1, n).round().astype(int))
+  return [pts[i] for i in idx]
+
+
+def read_run(part: str, declared, run_dir: str, *, fields: Sequence[str] = (),
+             values: Mapping[str, Callable[[Run], float | None]] = {},
+             series: Sequence[str] = ()) -> Run:
+  """One declared run (``declaration.Run``) read from ``run_dir``.
+
+  ``values``: the study's derived per-run numbers (stored as
+  ``value/<name>``); ``series``: ``<split>/<metric>`` glob patterns (e.g.
+  ``train/diag/*score_std``) of the curves the plots need.
+  """
+  cfg = declared.config
+  steps, epochs = declared_length(cfg)
+  status = runstate.read(run_dir)
+  records = rundir.read_metrics(run_dir)
+  run = Run(part=part, name=declared.name, overrides=dict(declared.overrides),
+            fields={f: _config_value(cfg, f) for f in fields},
+            total_steps=steps, batch_size=int(cfg.batch_size), epochs=epochs,
+            records=records, config=cfg, dir=run_dir)
+  if status is not None:
+    run.state, run.kind = State(status.state), status.kind
+    run.step, run.message = status.step, status.message
+    run.core_seconds = status.core_seconds or None
+    run.flops_per_step = status.flops_per_step
+    run.wall_s = _wall_seconds(run_dir)
+  if run.done:
+    run.metrics.update(_eval_metrics(records))
+  for name, fn in values.items():
+    v = fn(run)
+    if v is not None:
+      run.metrics[f"value/{name}"] = float(v)
+  for pattern in series:
+    split, _, metric = pattern.partition("/")
+    for m in fnmatch.filter(run.keys(split=split), metric):
+      s, v = run.curve(m, split)
+      if s.size:
+        run.series[f"{split}/{m}"] = _decimate(
+            [[int(a), float(b)] for a, b in zip(s, v)])
+  return run
+
+
+def collect(parts: Mapping[str, str], spec: str, workdir: str, *,
+            extra: Sequence[str] = (), **kw) -> list[Run]:
+  """Every run the study declares: ``parts`` maps a workdir subfolder to its
+  sweep args (``""``: the sweep file's defaults); ``kw`` as ``read_run``."""
+  out = []
+  for part, args in parts.items():
+    sweep = declaration.load(f"{spec}:{args}" if args else spec, extra=extra)
+    for r in sweep.runs:
+      out.append(read_run(part, r, os.path.join(workdir, part, r.name), **kw))
+  return out
+
+
+def _cell(v) -> str:
+  if v is None:
+    return ""
+  if isinstance(v, (State, FailureKind)):
+    return v.value
+  if isinstance(v, float):
+    return repr(v)
+  return str(v)
+
+
+def write_csv(path: str, runs: Sequence[Run]) -> str:
+  """Writes the runs' records (one row per declared run) to ``path``."""
+  metric_cols = sorted({k for r in runs for k in r.metrics})
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    w = csv.writer(f)
+    w.writerow([*FIXED, *metric_cols, "series", "probes"])
+    for r in runs:
+      row = {"part": r.part, "run": r.name, "seed": r.seed,
+             "overrides": r.overrides, "fields": r.fields}
+      row.update({k: getattr(r, k) for k in FIXED[5:]})
+      cells = [json.dumps(row[k], sort_keys=True) if k in JSON_COLUMNS
+               else _cell(row[k]) for k in FIXED]
+      cells += [_cell(r.metrics.get(k)) for k in metric_cols]
+      cells += [json.dumps(r.series, sort_keys=True) if r.series else "",
+                json.dumps(r.probes, sort_keys=True) if r.probes else ""]
+      w.writerow(cells)
+  return path
+
+
+def _num(text: str, kind=float):
+  return None if text == "" else kind(float(text)) if kind is int else \
+      kind(text)
+
+
+def read_csv(path: str) -> list[Run]:
+  """The runs ``write_csv`` wrote, as ``Run`` records (no config, records)."""
+  out = []
+  with open(path, newline="", encoding="utf-8") as f:
+    for row in csv.DictReader(f):
+      metrics = {k: float(v) for k, v in row.items()
+                 if "/" in k and v not in ("", None)}
+      out.append(Run(
+          part=row["part"], name=row["run"],
+          overrides=json.loads(row["overrides"] or "{}"),
+          fields=json.loads(row["fields"] or "{}"),
+          state=State(row["state"]),
+          kind=FailureKind(row["kind"]) if row["kind"] else None,
+          step=_num(row["step"], int), message=row["message"] or None,
+          total_steps=_num(row["total_steps"], int),
+          batch_size=_num(row["batch_size"], int),
+          epochs=_num(row["epochs"]), wall_s=_num(row["wall_s"]),
+          core_seconds=_num(row["core_seconds"]),
+          flops_per_step=_num(row["flops_per_step"]), metrics=metrics,
+          series=json.loads(row["series"]) if row["series"] else {},
+          probes=json.loads(row["probes"]) if row["probes"] else {}))
+  return out
+
+
+def median_train(metric: str, skip_first: int = 1):
+  """A ``values`` entry: median of a train metric over the logged steps,
+  skipping the first ``skip_first`` (compilation), for finished runs."""
+  def fn(run: Run) -> float | None:
+    if not run.done:
+      return None
+    _, v = run.curve(metric)
+    v = v[skip_first:] if v.size > skip_first else v
+    return float(np.median(v)) if v.size else None
+  return fn
+
+
+def mean_over_layers(metric: str):
+  """A ``values`` entry: mean over training and layers of a per-layer
+  diagnostic ``diag/<layer>/<metric>``, for finished runs."""
+  def fn(run: Run) -> float | None:
+    if not run.done:
+      return None
+    vals = [run.curve(k)[1] for k in run.keys("diag/", "/" + metric)]
+    vals = [v.mean() for v in vals if v.size]
+    return float(np.mean(vals)) if vals else None
+  return fn
+
+
+def run_summary(runs: Sequence[Run]) -> str:
+  """How many declared runs are in each state; failures with kind and step."""
+  counts: dict[str, int] = {}
+  for r in runs:
+    counts[r.state.value] = counts.get(r.state.value, 0) + 1
+  text = f"{len(runs)} declared runs: " + ", ".join(
+      f"{n} {s}" for s, n in sorted(counts.items()))
+  bad = [r for r in runs if r.state == State.FAILED]
+  if bad:
+    text += "\n\nFailed runs (missing from the statistics):\n\n" + "\n".join(
+        f"* `{r.part}/{r.name}`: {r.kind.value if r.kind else 'failed'} at "
+        f"step {r.step}" + (f" ({r.message})" if r.message else "")
+        for r in bad)
+  return text
+
+
+def cost_summary(runs: Sequence[Run]) -> str:
+  """Total measured wall time and core time of the finished runs."""
+  done = [r for r in runs if r.done]
+  wall = sum(r.wall_s or 0.0 for r in done)
+  core = sum(r.core_seconds or 0.0 for r in done)
+  if not done:
+    return "no finished runs"
+  return (f"{len(done)} finished runs: {wall / 60:.0f} run-minutes of wall "
+          f"time, {core / 60:.0f} CPU core-minutes")

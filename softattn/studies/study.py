@@ -1,0 +1,139 @@
+"""A study as a declaration, and the command line every ``report.py`` shares.
+
+``experiments/<study>/report.py`` declares one ``Study``: the sweep parts
+(workdir subfolder -> sweep args; ``focus`` for the runs that spend extra
+CPU on claims more seeds or a longer budget can settle), what each run
+record keeps (``fields``, ``values``, ``series``, checkpoint ``probe``),
+the claims, and the study's sections. Then
+
+  python experiments/<study>/report.py --workdir=workdirs/<study>
+      # reads the runs, writes <out>/runs.csv, renders from that file
+  python experiments/<study>/report.py --from-csv experiments/<study>/runs.csv
+      # RESULTS.md and every plot from runs.csv alone
+
+Rendering always goes through ``runs.csv``, so a report made from workdirs
+and one regenerated from the committed file are the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import Callable, Mapping, Sequence
+
+from softattn.studies import claims as claims_lib
+from softattn.studies import render, runs as runs_lib
+from softattn.studies.claims import Claim, Verdict
+from softattn.studies.runs import Run
+
+
+@dataclasses.dataclass
+class Study:
+  """Everything a study's report needs, declared once."""
+  name: str
+  title: str
+  paper: str
+  spec: str
+  parts: Mapping[str, str]
+  claims: Sequence[Claim]
+  sections: Callable[[Sequence[Run], Mapping[str, Verdict], str],
+                     tuple[list, list]]
+  setting: Callable[[Sequence[Run]], str]
+  regime: Callable[[Sequence[Run], Mapping[str, Verdict]], list[str]]
+  focus: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  optional: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  fields: Sequence[str] = ()
+  values: Mapping[str, Callable[[Run], float | None]] = \
+      dataclasses.field(default_factory=dict)
+  series: Sequence[str] = ()
+  probe: Callable[[Sequence[Run], str], None] | None = None
+
+  def all_parts(self) -> dict[str, str]:
+    """Every part the report reads (``optional`` ones run only on request,
+    e.g. the element-wise control's 70 CPU-minutes)."""
+    return {**self.parts, **self.optional, **self.focus}
+
+  @property
+  def csv_name(self) -> str:
+    return "runs.csv"
+
+
+def _with_scale(args: str, scale: str) -> str:
+  if scale == "reduced":
+    return args
+  return f"{args},scale={scale}" if args else f"scale={scale}"
+
+
+def export(study: Study, workdir: str, csv_path: str, *, extra=(),
+           scale: str = "reduced", probe: bool = True,
+           cache_dir: str | None = None) -> list[Run]:
+  """Reads every declared run from ``workdir``, runs the study's checkpoint
+  probe (``probe=False`` skips it) and writes ``csv_path``."""
+  parts = {d: _with_scale(a, scale) for d, a in study.all_parts().items()}
+  runs = runs_lib.collect(parts, study.spec, workdir, extra=extra,
+                          fields=study.fields, values=study.values,
+                          series=study.series)
+  if probe and study.probe is not None:
+    study.probe(runs, cache_dir or os.path.dirname(csv_path) or ".")
+  runs_lib.write_csv(csv_path, runs)
+  return runs
+
+
+def verdicts(study: Study, runs: Sequence[Run]) -> dict[str, Verdict]:
+  return claims_lib.judge_all(study.claims, runs)
+
+
+def report(study: Study, csv_path: str, out: str) -> list[str]:
+  """RESULTS.md and the plots in ``out``, from ``csv_path`` alone."""
+  runs = runs_lib.read_csv(csv_path)
+  ver = verdicts(study, runs)
+  os.makedirs(out, exist_ok=True)
+  sections, files = study.sections(runs, ver, out)
+  rel = f"experiments/{study.name}/{study.csv_name}"
+  path = render.results(
+      os.path.join(out, "RESULTS.md"), title=study.title,
+      command=f"python experiments/{study.name}/report.py --from-csv {rel}",
+      data=rel, paper=study.paper, setting=study.setting(runs),
+      regime=study.regime(runs, ver), runs=runs, claims=study.claims,
+      verdicts=ver, sections=sections)
+  return [path] + [f for f in files if f]
+
+
+def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
+  """The command line of every ``report.py`` (see the module docstring)."""
+  here = f"experiments/{study.name}"
+  p = argparse.ArgumentParser(description=study.title)
+  src = p.add_mutually_exclusive_group()
+  src.add_argument("--workdir", help="read the runs from here (default "
+                   f"workdirs/{study.name}) and write <out>/runs.csv")
+  src.add_argument("--from-csv", dest="from_csv",
+                   help="regenerate from this runs.csv alone")
+  src.add_argument("--print-parts", dest="print_parts",
+                   choices=("all", "base", "focus", "optional"),
+                   help="print the DIR@ARGS parts run_study.sh runs")
+  p.add_argument("--out", default=here)
+  p.add_argument("--set", action="append", default=[],
+                 help="the same --set the runs were made with")
+  p.add_argument("--scale", default="reduced",
+                 help="which scale's runs the workdir holds")
+  p.add_argument("--no_probes", action="store_true",
+                 help="skip the checkpoint probes when exporting")
+  a = p.parse_args(argv)
+  if a.print_parts:
+    parts = {"all": {**study.parts, **study.focus}, "base": study.parts,
+             "focus": study.focus, "optional": study.optional
+             }[a.print_parts]
+    print(" ".join(f"{d}@{_with_scale(args, a.scale)}"
+                   for d, args in parts.items()))
+    return 0
+  if a.from_csv:
+    csv_path = a.from_csv
+  else:
+    csv_path = os.path.join(a.out, study.csv_name)
+    export(study, a.workdir or f"workdirs/{study.name}", csv_path,
+           extra=a.set, scale=a.scale, probe=not a.no_probes)
+    print(f"wrote {csv_path}")
+  for f in report(study, csv_path, a.out):
+    print(f"wrote {f}")
+  return 0

@@ -1,0 +1,186 @@
+"""The verdict rule (softattn.studies.claims) on synthetic run records.
+
+Edge cases of the stated rule: fewer than 3 pairs is inconclusive,
+below-budget is "not testable here" with the reason, equivalence by TOST
+inside / outside the margin, a diverged run (kind nonfinite) left out and
+named, one-sided tests where the direction matters; runs.csv round trip;
+plots refuse unlabelled axes.
+"""
+
+import numpy as np
+import pytest
+
+from softattn import studies
+from softattn.runstate import FailureKind, State
+from softattn.studies import claims as C, plots, stats
+
+
+def run(part, seed, acc, state=State.DONE, kind=None, step=100, epochs=1.0,
+        **fields):
+  metrics = {} if acc is None else {"final/accuracy": acc}
+  return studies.Run(part=part, name=f"{part}-{seed}",
+                     overrides={"seed": seed, **fields}, state=state,
+                     kind=kind, step=step, epochs=epochs, metrics=metrics)
+
+
+def pair_runs(a_accs, b_accs, **kw):
+  return ([run("a", s, x, **kw) for s, x in enumerate(a_accs)] +
+          [run("b", s, x, **kw) for s, x in enumerate(b_accs)])
+
+
+def claim(relation=">", **kw):
+  return studies.Claim("c", "a vs b", "T1", "1 vs 2", studies.ACCURACY,
+                       lhs={"part": "a"}, rhs={"part": "b"},
+                       relation=relation, **kw)
+
+
+def test_one_sided_direction_matters():
+  runs = pair_runs([0.80, 0.83, 0.86], [0.79, 0.82, 0.85])   # a - b = 1 pt
+  up = studies.judge(claim(">"), runs)
+  down = studies.judge(claim("<"), runs)
+  assert up.word == C.CONFIRMED and down.word == C.CONTRADICTED
+  assert up.n == 3 and up.estimate == pytest.approx(1.0)
+  assert up.p < 0.05 and up.ci[0] <= 1.0 <= up.ci[1]
+  # A gap inside the seed-to-seed noise of the differences: inconclusive.
+  noisy = pair_runs([0.80, 0.83, 0.86], [0.79, 0.84, 0.85])
+  assert studies.judge(claim(">"), noisy).word == C.INCONCLUSIVE
+
+
+def test_fewer_than_three_pairs_is_inconclusive_whatever_the_numbers():
+  runs = pair_runs([0.90, 0.91], [0.10, 0.11])
+  v = studies.judge(claim(">"), runs)
+  assert v.word == C.INCONCLUSIVE and v.n == 2 and v.p is None
+  assert "needs 3" in v.reason and v.estimate == pytest.approx(80.0)
+  nothing = studies.judge(claim(">"), [])
+  assert nothing.word == C.INCONCLUSIVE and "not run yet" in nothing.reason
+
+
+def test_below_budget_is_not_testable_with_the_reason():
+  runs = pair_runs([0.9] * 3, [0.1] * 3, epochs=0.4)
+  c = claim(">", min_budget=(studies.paper_fraction(0.1, 100, "end of "
+                                                    "training"),))
+  v = studies.judge(c, runs)
+  assert v.word == C.NOT_TESTABLE and v.estimate is None
+  assert "10% of the paper's 100 epochs" in v.reason and "0.4" in v.reason
+  enough = pair_runs([0.9, 0.91, 0.92], [0.1, 0.1, 0.1], epochs=10.0)
+  assert studies.judge(c, enough).word == C.CONFIRMED
+  never = claim(">", min_budget=(studies.unavailable("no CIFAR offline"),))
+  assert studies.judge(never, enough).reason == "no CIFAR offline"
+  # A measured condition: the attention weights moved from their init.
+  moved = studies.Requirement("attention weights moved from init",
+                              "value/moved", 0.05)
+  for r in enough:
+    r.metrics["value/moved"] = 0.01 if r.part == "a" else 0.5
+  v = studies.judge(claim(">", min_budget=(moved,)), enough)
+  assert v.word == C.NOT_TESTABLE and "value/moved >= 0.05" in v.reason
+
+
+def test_equivalence_by_tost_inside_and_outside_the_margin():
+  same = pair_runs([0.800, 0.830, 0.860], [0.799, 0.832, 0.858])
+  v = studies.judge(claim("~", margin=1.0), same)
+  assert v.word == C.CONFIRMED and "TOST" in v.reason
+  far = pair_runs([0.80, 0.83, 0.86], [0.77, 0.80, 0.83])   # 3 points
+  assert studies.judge(claim("~", margin=1.0), far).word == C.CONTRADICTED
+  # Equal on average but too noisy to show it: not "confirmed".
+  noisy = pair_runs([0.80, 0.83, 0.86], [0.77, 0.85, 0.87])
+  assert studies.judge(claim("~", margin=1.0), noisy).word == C.INCONCLUSIVE
+  with pytest.raises(ValueError, match="margin"):
+    claim("~")
+
+
+def test_diverged_run_is_left_out_and_named_and_counts_as_an_event():
+  runs = pair_runs([0.80, 0.83, 0.86, 0.9], [0.79, 0.82, 0.85, 0.8])
+  runs[1] = run("a", 1, None, state=State.FAILED, kind=FailureKind.NONFINITE,
+                step=40)
+  v = studies.judge(claim(">"), runs)
+  assert v.n == 3 and "a/a-1 diverged at step 40" in v.reason
+  # The event claim "a diverges" counts it (value/diverged per run).
+  diverged = studies.Metric("diverged", "value/diverged")
+  for r in runs:
+    r.metrics["value/diverged"] = float(r.diverged)
+  ev = studies.Claim("d", "a diverges", "T1", "NaN", diverged,
+                     lhs={"part": "a"}, relation="all")
+  got = studies.judge(ev, runs)
+  assert got.word == C.INCONCLUSIVE and got.reason.startswith("1/4 runs")
+  for r in runs:
+    if r.part == "a":
+      r.state, r.kind, r.metrics["value/diverged"] = (
+          State.FAILED, FailureKind.NONFINITE, 1.0)
+  assert studies.judge(ev, runs).word == C.CONFIRMED
+  none = studies.Claim("n", "b never diverges", "T1", "-", diverged,
+                       lhs={"part": "b"}, relation="none")
+  assert studies.judge(none, runs).word == C.CONFIRMED
+
+
+def test_gap_of_gaps_ratio_and_deterministic_claims():
+  runs = []
+  for s in range(3):
+    for part, acc in (("a1", 0.9), ("a0", 0.8), ("b1", 0.85), ("b0", 0.84)):
+      runs.append(run(part, s, acc + 0.01 * s))
+  gap = studies.Claim("g", "a gains more", "T", "-", studies.ACCURACY,
+                      terms=((1, {"part": "a1"}), (-1, {"part": "a0"}),
+                             (-1, {"part": "b1"}), (1, {"part": "b0"})))
+  v = studies.judge(gap, runs)
+  assert v.word == C.CONFIRMED and v.estimate == pytest.approx(9.0)
+  for r in runs:
+    r.metrics["value/mb"] = {"a1": 200.0, "a0": 100.0}.get(r.part, 1.0)
+  mb = studies.Metric("memory MB", "value/mb")
+  grows = studies.Claim("m", "memory doubles", "T3", "-", mb,
+                        lhs={"part": "a1"}, rhs={"part": "a0"},
+                        contrast="ratio", target=1.05, deterministic=True)
+  v = studies.judge(grows, runs)
+  assert v.word == C.CONFIRMED and v.estimate == pytest.approx(2.0)
+  flat = studies.Claim("f", "flat", "T3", "-", mb, lhs={"part": "a1"},
+                       rhs={"part": "a0"}, contrast="ratio", relation="~",
+                       margin=0.05, deterministic=True)
+  assert studies.judge(flat, runs).word == C.CONTRADICTED
+  with pytest.raises(ValueError, match="pairing key"):
+    studies.judge(claim(">"), runs + [run("a", 0, 0.5)] + [
+        run("a", 0, 0.5)])
+
+
+def test_stats_match_scipy_and_handle_zero_variance():
+  from scipy import stats as sps
+  d = [0.5, 1.5, 1.0, 2.0]
+  assert stats.paired_t(d, "greater") == pytest.approx(
+      sps.ttest_1samp(d, 0, alternative="greater").pvalue)
+  assert stats.paired_t([1, 1, 1], "greater") == 0.0
+  assert stats.paired_t([1, 1, 1], "less") == 1.0
+  assert stats.tost([0.0, 0.0, 0.0], 1.0) == 0.0
+  s = stats.summarize([1.0, 2.0, 3.0, None])
+  assert s.n == 3 and s.ci == pytest.approx(
+      sps.t.interval(0.95, 2, loc=2.0, scale=1.0 / np.sqrt(3)))
+
+
+def test_runs_csv_round_trip(tmp_path):
+  runs = pair_runs([0.8, 0.81, 0.82], [0.7, 0.71, 0.72])
+  runs[0].series["train/loss"] = [[1, 2.0], [2, 1.5]]
+  runs[0].probes["map"] = [[0.1, 0.9]]
+  runs[1].state, runs[1].kind = State.FAILED, FailureKind.NONFINITE
+  path = studies.write_csv(str(tmp_path / "runs.csv"), runs)
+  back = studies.read_csv(path)
+  assert [r.name for r in back] == [r.name for r in runs]
+  assert back[1].diverged and back[1].step == 100
+  assert back[0].curve("loss")[1].tolist() == [2.0, 1.5]
+  assert back[0].probes == {"map": [[0.1, 0.9]]}
+  assert [studies.judge(claim(">"), x).estimate for x in (runs, back)] == \
+      pytest.approx([studies.judge(claim(">"), runs).estimate] * 2)
+
+
+def test_plots_refuse_an_unlabelled_axis(tmp_path):
+  fig, axes = plots.subplots(2)
+  for ax in axes[0]:
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x")
+  axes[0][0].set_ylabel("y")
+  with pytest.raises(ValueError, match="panel 1"):
+    plots.save(fig, str(tmp_path / "p.png"))
+
+
+def test_summary_block_is_replaced_in_place():
+  text = "# Studies\n\nintro\n"
+  once = studies.render.replace_summary(text, "A")
+  twice = studies.render.replace_summary(once, "B")
+  assert "A" not in twice.split("intro")[0] and twice.count("B\n") == 1
+  assert "No committed per-run data" in studies.render.summary_table(
+      [("x", None)])
