@@ -52,9 +52,10 @@ def main(argv):
     except multihost.MultihostError as e:
       print(f"config error: {e}", file=sys.stderr)
       sys.exit(2)
-  elif _NUM_PROCESSES.value or _PROCESS_ID.value is not None:
-    print("config error: --num_processes/--process_id need "
-          "--config.multihost=True", file=sys.stderr)
+  elif (_COORDINATOR.value or _NUM_PROCESSES.value
+        or _PROCESS_ID.value is not None):
+    print("config error: --coordinator_address/--num_processes/--process_id "
+          "need --config.multihost=True", file=sys.stderr)
     sys.exit(2)
   logging.info("JAX process %d/%d, %d local devices", jax.process_index(),
                jax.process_count(), jax.local_device_count())

@@ -74,10 +74,13 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _env(devices: int) -> dict:
+def _env(devices: int, cache_dir: str) -> dict:
   env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
   env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
              JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+             # The three 2-process launches compile the same programs.
+             JAX_COMPILATION_CACHE_DIR=cache_dir,
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
              PYTHONPATH=os.pathsep.join(
                  [REPO] + [p for p in [env.get("PYTHONPATH")] if p]))
   return env
@@ -102,7 +105,7 @@ class Launch:
       self.logs.append(log)
       self.procs.append(subprocess.Popen(
           args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-          env=_env(8 // len(probes))))
+          env=_env(8 // len(probes), str(tmp / "xla_cache"))))
 
   def tail(self) -> str:
     out = []
@@ -175,8 +178,8 @@ def runs(tmp_path_factory):
              "audit": str(tmp / f"two.audit{p}")} for p in range(2)]
   two = Launch(tmp, "two", data_dir, str(tmp / "two"), probes, num_processes=2)
   out["pids"] = [p.pid for p in two.procs]
-  ips = set()
-  while any(p.poll() is None for p in two.procs):
+  ips, deadline = set(), time.time() + TIMEOUT_S
+  while time.time() < deadline and any(p.poll() is None for p in two.procs):
     ips |= _inet_endpoints(two.procs)
     time.sleep(0.2)
   out["ips"] = ips
