@@ -337,3 +337,10 @@ def test_loopback_addresses():
   assert multihost.is_loopback("[::1]:1234")
   assert not multihost.is_loopback("10.0.0.1:1234")
   assert not multihost.is_loopback("tpu-host-0:8476")
+
+
+def test_initialize_after_a_jax_computation_is_refused():
+  jax.devices()  # the backend exists now
+  with pytest.raises(RuntimeError, match="before any JAX computation"):
+    multihost.initialize("127.0.0.1:1", num_processes=2, process_id=0)
+  assert not jax.distributed.is_initialized()
