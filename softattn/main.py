@@ -20,6 +20,14 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Config file, BigVision style: configs/<name>.py:<arg>.",
     lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumes from it).")
+# Multi-process runs (config.multihost=True) off TPU pods/SLURM/MPI/k8s, e.g.
+# several processes on one machine; see softattn/multihost.py.
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "host:port of process 0 (multihost only).")
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Number of processes (multihost only).")
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "This process's index (multihost only).")
 
 
 def main(argv):
@@ -35,9 +43,20 @@ def main(argv):
   import jax  # pylint: disable=g-import-not-at-top
   config = _CONFIG.value
   if config.get("multihost", False):
-    # One process per host; coordinates come from the cluster environment
-    # (TPU pods, SLURM, or JAX_COORDINATOR_ADDRESS etc.).
-    jax.distributed.initialize()
+    # One process per host; coordinates come from the flags or the cluster
+    # environment (TPU pods, SLURM, ...). Before anything touches a device.
+    from softattn import multihost  # pylint: disable=g-import-not-at-top
+    try:
+      multihost.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
+                           _PROCESS_ID.value)
+    except multihost.MultihostError as e:
+      print(f"config error: {e}", file=sys.stderr)
+      sys.exit(2)
+  elif (_COORDINATOR.value or _NUM_PROCESSES.value
+        or _PROCESS_ID.value is not None):
+    print("config error: --coordinator_address/--num_processes/--process_id "
+          "need --config.multihost=True", file=sys.stderr)
+    sys.exit(2)
   logging.info("JAX process %d/%d, %d local devices", jax.process_index(),
                jax.process_count(), jax.local_device_count())
   from softattn import train  # pylint: disable=g-import-not-at-top

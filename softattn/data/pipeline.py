@@ -75,12 +75,17 @@ def _splits(data_config):
   return train, evals
 
 
-def _process_split(split: str, drop_remainder: bool) -> str:
-  count = jax.process_count()
+def _input_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
+  """``(index, count)`` of the slice this process reads: its process by default."""
+  return (jax.process_index(), jax.process_count()) if shard is None else shard
+
+
+def _process_split(split: str, drop_remainder: bool,
+                   shard: tuple[int, int] | None = None) -> str:
+  index, count = _input_shard(shard)
   if count == 1:
     return split
-  return tfds.even_splits(split, n=count,
-                          drop_remainder=drop_remainder)[jax.process_index()]
+  return tfds.even_splits(split, n=count, drop_remainder=drop_remainder)[index]
 
 
 def _mesh(mesh: Mesh | None) -> Mesh:
@@ -187,9 +192,10 @@ def _options(ds):
   return ds.with_options(options)
 
 
-def _seed_base(seed: int, stream: int) -> int:
-  # Keep within int64 and apart per process and purpose.
-  return (int(seed) * 1_000_033 + stream * 7919 + jax.process_index()) % 2**62
+def _seed_base(seed: int, stream: int, index: int | None = None) -> int:
+  # Keep within int64 and apart per process (input shard) and purpose.
+  index = jax.process_index() if index is None else index
+  return (int(seed) * 1_000_033 + stream * 7919 + index) % 2**62
 
 
 def _to_global(batch: dict[str, np.ndarray], sharding) -> dict[str, jax.Array]:
@@ -269,7 +275,8 @@ def _in_memory_batches(images, labels, *, n, local_batch_size, start_step,
 
 
 def train_dataset(data_config, *, local_batch_size: int, seed: int,
-                  start_step: int = 0) -> tf.data.Dataset:
+                  start_step: int = 0,
+                  shard: tuple[int, int] | None = None) -> tf.data.Dataset:
   """The process-local training batches from ``start_step`` on (numpy-ready).
 
   Two ways to the same contract (batch ``k`` a pure function of seed and k):
@@ -280,19 +287,25 @@ def train_dataset(data_config, *, local_batch_size: int, seed: int,
   * otherwise (ImageNet): records stream from disk through a seeded shuffle
     buffer per epoch; a resume skips the records before ``start_step``.
 
+  ``shard=(index, count)`` reads what process ``index`` of ``count`` reads
+  (default: this process of ``jax.process_count()``), so one process can
+  replay a multi-process run's global batches (tests/test_multihost.py).
+
   Exposed for tests and benchmarks; ``make_train_iter`` adds the device side.
   """
   train_split, _ = _splits(data_config)
-  raw, builder = _raw(data_config, _process_split(train_split, False))
+  index, count = _input_shard(shard)
+  raw, builder = _raw(data_config,
+                      _process_split(train_split, False, (index, count)))
   n = _count(raw)
   if n == 0:
     raise ValueError(f"train split {train_split!r} of "
                      f"{_get(data_config, 'name')!r} is empty for process "
-                     f"{jax.process_index()}")
+                     f"{index}")
   pp_spec = _get(data_config, "pp_train", "")
   per_example, per_batch = preprocess.parse_split(pp_spec)
-  shuffle_seed = _seed_base(seed, _SHUFFLE_STREAM) % 2**31
-  aug_seed = _seed_base(seed, _AUG_STREAM)
+  shuffle_seed = _seed_base(seed, _SHUFFLE_STREAM, index) % 2**31
+  aug_seed = _seed_base(seed, _AUG_STREAM, index)
   cache = bool(_get(data_config, "cache", False))
 
   in_memory = _load_in_memory(raw, builder, n) if cache else None
