@@ -167,7 +167,8 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
         scratch_shapes=scratch,
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
-            "backward", b, h, lq, lk, d, dv, q.dtype.itemsize, cfg.causal),
+            "dq" if with_dq else "drows", b, h, lq, lk, d, dv,
+            q.dtype.itemsize, cfg.causal),
         interpret=interpret, name="softattn_dq" if with_dq else "softattn_drows")
   out = run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))
   return (out[0], out[1]) if with_dq else (None, out[0])
@@ -192,6 +193,6 @@ def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask):
                         pltpu.VMEM((cfg.bk, dv), jnp.float32)],
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
-            "backward", b, h, lq, lk, d, dv, q.dtype.itemsize, cfg.causal),
+            "dkv", b, h, lq, lk, d, dv, q.dtype.itemsize, cfg.causal),
         interpret=interpret, name="softattn_dkv")
   return run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))

@@ -141,27 +141,32 @@ def compiler_params(chip_name: str, n_parallel: int = 3):
       vmem_limit_bytes=chip(chip_name).vmem_limit)
 
 
+# Matmuls per (query, key) pair of each kernel, as contraction widths:
+# forward QK^T and PV; the statistics pass QK^T; dQ recomputes QK^T, dO V^T
+# and adds dS K; dK/dV recomputes both and adds P^T dO and dS^T Q; the
+# row-cotangent pass of moments normalizers QK^T and dO V^T.
+KERNEL_MATMULS = {"stats": ("d",), "forward": ("d", "dv"),
+                  "dq": ("d", "dv", "d"), "dkv": ("d", "dv", "dv", "d"),
+                  "drows": ("d", "dv")}
+
+
 def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
                   dv: int, itemsize: int, causal: bool):
-  """``pl.CostEstimate`` of one kernel over the whole grid.
+  """``pl.CostEstimate`` of one kernel over its whole grid.
 
-  FLOPs count the matmuls (2 per multiply-add): forward ``QK^T`` and ``PV``;
-  backward recomputes ``QK^T`` and adds ``dO V^T``, ``P^T dO``, ``dS^T Q``
-  and ``dS K`` (split over its two kernels, counted here together).
-  Transcendentals: one per score (exp, sigmoid, sin, log; an estimate, the
-  exact count depends on the normalizer). Causal halves both.
+  FLOPs: 2 per multiply-add of ``KERNEL_MATMULS``. Transcendentals: one per
+  score (exp, sigmoid, sin, log: an estimate, the exact count depends on the
+  normalizer). Bytes: each input and output once (a lower bound: K/V blocks
+  are re-read once per query block). Causal halves the pairs.
   """
   from jax.experimental import pallas as pl  # noqa: PLC0415
-  pairs = b * h * lq * lk
-  if causal:
-    pairs //= 2
-  matmuls = {"forward": (d + dv), "stats": d,
-             "backward": 2 * d + 2 * dv + d + d}[kernel]
-  io = (b * h * (lq * d + lk * d + lk * dv + lq * dv)) * itemsize
-  if kernel == "backward":
-    io *= 2
-  return pl.CostEstimate(flops=int(2 * pairs * matmuls),
-                         transcendentals=int(pairs),
+  pairs = b * h * lq * lk // (2 if causal else 1)
+  widths = {"d": d, "dv": dv}
+  flops = 2 * pairs * sum(widths[w] for w in KERNEL_MATMULS[kernel])
+  io = b * h * (lq * d + lk * d + lk * dv + lq * dv) * itemsize
+  if kernel in ("dq", "dkv"):
+    io += b * h * (lq * d + lk * d + lk * dv) * itemsize  # dO in, grads out
+  return pl.CostEstimate(flops=int(flops), transcendentals=int(pairs),
                          bytes_accessed=int(io))
 
 
