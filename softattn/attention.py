@@ -21,8 +21,14 @@ Paths (``implementation=``):
   ``relu_seqlen(act='identity')``): ``coef(n) * scale * Q (K^T V)``, cost
   O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
   bias, not causal).
+* ``"pallas"``: fused TPU kernels (``softattn.pallas``) for every normalizer
+  of mode ``exp``, ``ratio``, ``pointwise`` or ``softpick``: score tiles stay in
+  VMEM, forward and backward. Takes a key mask and ``is_causal`` (no bias, no
+  per-query mask); ``chunk_size``/``query_chunk_size`` override its block
+  sizes. Off TPU it runs in the Pallas interpreter (slow; for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
-  (``Lq * Lk > (Lq + Lk) * d``); else ``chunked`` when the normalizer streams
+  (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
+  normalizer and mask; else ``chunked`` when the normalizer streams
   and one (batch, head) slice of the dense scores would exceed 16 MiB
   (``Lq * Lk > 2048**2``: long sequences); else ``dense``. The rule looks at the
   sequence lengths, not the batch: a large batch of short sequences (ViT-B/16
@@ -41,7 +47,7 @@ import jax.numpy as jnp
 from softattn import normalizers as norms
 from softattn.normalizers.core import Normalizer
 
-IMPLEMENTATIONS = ("auto", "dense", "chunked", "linear")
+IMPLEMENTATIONS = ("auto", "dense", "chunked", "linear", "pallas")
 AUTO_CHUNK_MIN_SCORES = 2048 * 2048  # per (batch, head)
 DEFAULT_CHUNK = 512
 
@@ -140,9 +146,11 @@ def dot_product_attention(
       None, ``1/sqrt(head_dim)`` (NormSoftmax family: 1, as the paper).
     is_causal: apply a causal mask (computed per block, never materialised by
       the chunked path).
-    implementation: ``"auto" | "dense" | "chunked" | "linear"`` (module doc).
-    chunk_size: key block size of the chunked path (default 512).
-    query_chunk_size: query block size of the chunked path (default
+    implementation: ``"auto" | "dense" | "chunked" | "linear" | "pallas"``
+      (module doc).
+    chunk_size: key block size of the chunked path (default 512) or of the
+      pallas kernels (default: ``softattn.pallas.block_sizes``).
+    query_chunk_size: query block size of the chunked/pallas path (default
       ``chunk_size``).
     return_weights: also return the ``[batch, heads, q_len, k_len]`` weights
       (dense path only).
@@ -176,6 +184,13 @@ def dot_product_attention(
   if impl == "linear":
     _check_linear(norm, mask, bias, is_causal)
     out = _linear(query, key, value, norm, p, mask, scale)
+  elif impl == "pallas":
+    from softattn import pallas  # noqa: PLC0415
+    reason = pallas.unsupported_reason(norm, mask, bias)
+    if reason:
+      raise ValueError(reason)
+    out = pallas.pallas_attention(query, key, value, norm, p, mask, scale,
+                                  is_causal, chunk_size, query_chunk_size)
   elif impl == "chunked":
     if not norm.streamable:
       raise ValueError(
@@ -204,9 +219,17 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights):
   if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
       and lq * lk > (lq + lk) * d):
     return "linear"
+  if _fused_on_tpu(norm, mask, bias):
+    return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
   return "dense"
+
+
+def _fused_on_tpu(norm, mask, bias):
+  from softattn import pallas  # noqa: PLC0415
+  return (pallas.target_chip()[1]
+          and pallas.unsupported_reason(norm, mask, bias) is None)
 
 
 def _check_linear(norm, mask, bias, is_causal):

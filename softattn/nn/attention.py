@@ -131,7 +131,7 @@ class MultiHeadAttention(nn.Module):
       activation (``gate_activation``, default ``silu`` as Hua et al.) is
       *inferred*: Wortsman et al. do not state it.
     implementation: passed to ``dot_product_attention``
-      (``auto | dense | chunked | linear``).
+      (``auto | dense | chunked | linear | pallas``).
     chunk_size: key/query block size of the chunked path.
     scale: score scale (default: the normalizer's, else ``1/sqrt(head_dim)``).
     use_bias: biases on the q/k/v/out projections.

@@ -1,0 +1,18 @@
+"""Fused TPU attention (Pallas/Mosaic) for every streamable normalizer.
+
+``dot_product_attention(..., implementation="pallas")``. One set of kernels,
+generic over the normalizer's declaration (``mode``, ``needs``,
+``transform``): the mode picks the accumulator (``modes.py``), the transform
+is traced into the kernel and differentiated there with ``jax.vjp``.
+
+* ``modes.py``: forward accumulator and backward rule of each mode.
+* ``tile.py``: scores, masks and the transform on one ``[bq, bk]`` tile.
+* ``forward.py``: statistics and forward kernels; ``backward.py``: dQ and
+  dK/dV kernels; ``blocks.py``: block sizes per chip (the VMEM rule) and
+  ``pl.CostEstimate``; ``wrapper.py``: layout, padding, ``custom_vjp``,
+  ``shard_map``.
+"""
+
+from softattn.pallas.blocks import block_sizes, chip, footprint
+from softattn.pallas.wrapper import (
+    FUSED_MODES, pallas_attention, target_chip, unsupported_reason)
