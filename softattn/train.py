@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import time
 from typing import Any, Callable
@@ -39,211 +38,28 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from ml_collections import config_dict
 import optax
 from absl import logging
 from clu import parameter_overview, periodic_actions
 
-from softattn import (checkpointing, evaluate, init_from as init_from_lib,
+from softattn import (checkpointing, config_schema, evaluate,
+                      init_from as init_from_lib,
                       losses, metrics as metrics_lib,
                       optim, sharding)
 
 
-class ConfigError(ValueError):
-  """A config problem, found before compilation; the message names the fix."""
+# The schema lives in softattn.config_schema (re-exported by configlib);
+# these names stay importable from here.
+ConfigError = config_schema.ConfigError
+default_config = config_schema.default_config
+check_keys = config_schema.check_keys
+resolve_config = config_schema.resolve_config
+_build_model = config_schema.build_model
+_one_line = config_schema.one_line
 
 
 class NonFiniteError(FloatingPointError):
   """The loss or the gradients became NaN/Inf; the message names the step."""
-
-
-# Top-level config keys the loop understands. Anything else is a typo.
-KNOWN_KEYS = frozenset({
-    "seed", "total_steps", "num_epochs", "batch_size", "data", "model_name",
-    "model", "optimizer", "schedule", "loss", "mesh", "sharding_rules",
-    "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-    "compute_dtype", "diagnostics", "eval", "fewshot", "multihost", "verbose",
-    "name", "description", "runlocal", "checkpoint_async", "init_from",
-})
-_SUBKEYS = {
-    "optimizer": {"name", "b1", "b2", "eps", "mu_dtype", "weight_decay",
-                  "decay_min_ndim", "momentum", "nesterov", "grad_clip_norm",
-                  "ema_decay", "groups"},
-    "schedule": {"name", "base_lr", "warmup_steps", "warmup_epochs", "init_lr",
-                 "end_lr", "boundaries", "boundary_epochs", "decay_factor"},
-    "loss": {"name", "label_smoothing", "gamma", "tau", "mixup_alpha",
-             "cutmix_alpha", "switch_prob"},
-    "eval": {"batch_size", "i1k_from_i21k", "i21k_wnids_file", "i1k_data"},
-    "init_from": {"path", "step", "skip"},
-}
-COMPUTE_DTYPES = ("float32", "bfloat16")
-
-
-def default_config() -> ml_collections.ConfigDict:
-  """Defaults every config starts from (``configs/*.py`` override them)."""
-  c = ml_collections.ConfigDict()
-  c.seed = 0
-  # Typed "None"s so that --config.total_steps=... works on the command line.
-  c.total_steps = config_dict.placeholder(int)
-  c.num_epochs = config_dict.placeholder(float)
-  c.batch_size = 128
-  c.data = ml_collections.ConfigDict()
-  c.model_name = "vit"
-  c.model = ml_collections.ConfigDict()
-  c.optimizer = ml_collections.ConfigDict(dict(
-      name="adamw", b1=0.9, b2=0.999, weight_decay=0.0,
-      grad_clip_norm=config_dict.placeholder(float),
-      mu_dtype=config_dict.placeholder(str), ema_decay=0.0))
-  c.schedule = ml_collections.ConfigDict(dict(
-      name="warmup_cosine", base_lr=1e-3, warmup_steps=0))
-  c.loss = ml_collections.ConfigDict(dict(
-      name="softmax_xent", label_smoothing=0.0, mixup_alpha=0.0,
-      cutmix_alpha=0.0))
-  c.mesh = ml_collections.ConfigDict(dict(data=-1, model=1))
-  c.sharding_rules = [(".*", "replicate")]
-  c.log_every = 50
-  c.eval_every = 1000
-  c.checkpoint_every = 1000
-  c.keep_checkpoints = 3
-  c.checkpoint_async = True
-  c.compute_dtype = "float32"
-  c.diagnostics = True
-  c.eval = ml_collections.ConfigDict(dict(
-      batch_size=config_dict.placeholder(int), i1k_from_i21k=False,
-      i21k_wnids_file=config_dict.placeholder(str), i1k_data=None))
-  c.fewshot = ml_collections.ConfigDict(dict(datasets={}, every=0))
-  # Weights from another run or a big_vision .npz (softattn.init_from).
-  c.init_from = ml_collections.ConfigDict(dict(
-      path=config_dict.placeholder(str), step=config_dict.placeholder(int),
-      skip=""))
-  c.multihost = False
-  c.verbose = True
-  return c
-
-
-def _one_line(e: BaseException) -> str:
-  msg = str(e).strip().splitlines()
-  return msg[0] if msg else type(e).__name__
-
-
-def check_keys(config) -> ml_collections.ConfigDict:
-  """Rejects unknown top-level keys and unknown optimizer/schedule/loss/eval keys."""
-  given = ml_collections.ConfigDict(config) if not isinstance(
-      config, ml_collections.ConfigDict) else config
-  unknown = sorted(set(given.keys()) - KNOWN_KEYS)
-  if unknown:
-    raise ConfigError(f"Unknown config key(s) {unknown}; valid top-level keys "
-                      f"are {sorted(KNOWN_KEYS)}.")
-  for sec, keys in _SUBKEYS.items():
-    if sec in given and given[sec] is not None:
-      bad = sorted(set(given[sec].keys()) - keys)
-      if bad:
-        raise ConfigError(f"Unknown key(s) {bad} in config.{sec}; valid keys "
-                          f"are {sorted(keys)}.")
-  return given
-
-
-def resolve_config(config, *, num_devices: int | None = None,
-                   dataset_info: dict | None = None
-                   ) -> tuple[ml_collections.ConfigDict, dict]:
-  """Checks ``config`` and fills derived fields; returns ``(config, dataset_info)``.
-
-  Runs before any compilation. Raises ``ConfigError`` (one line, naming the
-  fix) for unknown keys, unknown loss/optimizer/schedule/normalizer/model/
-  sharding names, a batch size the ``data`` axis does not divide, and a
-  dataset that cannot be found.
-  """
-  from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
-  from softattn import normalizers  # pylint: disable=g-import-not-at-top
-  cfg = default_config()
-  given = check_keys(config)
-  with cfg.unlocked():
-    for k in given.keys():
-      v = given[k]
-      if isinstance(v, ml_collections.ConfigDict) and k in cfg and isinstance(
-          cfg[k], ml_collections.ConfigDict) and k not in ("data", "model"):
-        for kk in v.keys():
-          cfg[k][kk] = v[kk]
-      else:
-        cfg[k] = v
-
-  # Names resolvable without data or compilation.
-  try:
-    losses.get(cfg.loss.name)
-  except ValueError as e:
-    raise ConfigError(_one_line(e)) from None
-  if cfg.optimizer.name not in optim.OPTIMIZERS:
-    raise ConfigError(f"Unknown optimizer {cfg.optimizer.name!r}; set "
-                      f"config.optimizer.name to one of {list(optim.OPTIMIZERS)}.")
-  if cfg.schedule.name not in optim.SCHEDULES:
-    raise ConfigError(f"Unknown schedule {cfg.schedule.name!r}; set "
-                      f"config.schedule.name to one of {list(optim.SCHEDULES)}.")
-  if cfg.compute_dtype not in COMPUTE_DTYPES:
-    raise ConfigError(f"Unknown compute_dtype {cfg.compute_dtype!r}; use one "
-                      f"of {list(COMPUTE_DTYPES)}.")
-  norm_spec = cfg.model.get("normalizer", None)
-  if norm_spec is not None:
-    try:
-      normalizers.get(norm_spec)
-    except (ValueError, KeyError, TypeError) as e:
-      raise ConfigError(f"config.model.normalizer={norm_spec!r}: "
-                        f"{_one_line(e)}") from None
-  try:
-    sharding.check_rules(cfg.sharding_rules)
-  except (ValueError, TypeError) as e:
-    raise ConfigError(_one_line(e)) from None
-
-  # Mesh and batch divisibility.
-  n = jax.device_count() if num_devices is None else num_devices
-  try:
-    n_data, _ = sharding.mesh_shape(cfg.mesh, n)
-  except ValueError as e:
-    raise ConfigError(_one_line(e)) from None
-  if cfg.batch_size % n_data:
-    raise ConfigError(
-        f"batch_size={cfg.batch_size} is not divisible by the mesh's data axis "
-        f"({n_data} devices); set --config.batch_size to a multiple of {n_data} "
-        f"or change config.mesh.")
-  eval_bs = cfg.eval.batch_size or cfg.batch_size
-  if eval_bs % n_data:
-    raise ConfigError(f"config.eval.batch_size={eval_bs} is not divisible by "
-                      f"the data axis ({n_data}); use a multiple of {n_data}.")
-
-  # Dataset: must exist (a missing one is a config error, not a crash later).
-  if not cfg.data.get("name", None):
-    raise ConfigError("config.data.name is not set; use a TFDS name such as "
-                      "fashion_mnist, cifar10, cifar100, imagenet2012, imagenet21k.")
-  if dataset_info is not None:
-    info = dict(dataset_info)
-  else:
-    try:
-      info = dict(data_lib.dataset_info(cfg.data))
-    except Exception as e:  # pylint: disable=broad-except
-      raise ConfigError(f"config.data (dataset {cfg.data.name!r}): "
-                        f"{_one_line(e)}") from None
-
-  # Length of the run.
-  if cfg.total_steps is None:
-    if not cfg.num_epochs:
-      raise ConfigError("Set config.total_steps or config.num_epochs.")
-    cfg.total_steps = int(math.ceil(
-        cfg.num_epochs * info["num_train"] / cfg.batch_size))
-  cfg.total_steps = int(cfg.total_steps)
-  if cfg.total_steps < 1:
-    raise ConfigError(f"total_steps={cfg.total_steps}; it must be >= 1.")
-  with cfg.model.unlocked():
-    if cfg.model.get("num_classes", None) is None:
-      cfg.model.num_classes = int(info["num_classes"])
-  return cfg, info
-
-
-def _build_model(cfg):
-  from softattn import models  # pylint: disable=g-import-not-at-top
-  try:
-    return models.build_model(cfg.model_name, **cfg.model.to_dict())
-  except (ValueError, TypeError, KeyError) as e:
-    raise ConfigError(f"config.model_name={cfg.model_name!r} / config.model: "
-                      f"{_one_line(e)}") from None
 
 
 # ----------------------------------------------------------------------------

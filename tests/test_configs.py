@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from softattn import models, normalizers, train
+from softattn import configlib, models, normalizers
 
 sys.path.insert(0, os.path.dirname(__file__))
 import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -26,7 +26,7 @@ def test_the_expected_configs_exist():
 @pytest.mark.parametrize("path", CONFIGS)
 def test_full_config_is_consistent(path):
   config = train_runner.load_config(path)
-  train.check_keys(config)
+  configlib.check_keys(config)
   assert config.model_name in models.names()
   if config.model.get("normalizer", None):
     normalizers.get(config.model.normalizer)

@@ -42,7 +42,7 @@ side: 16), ``depth`` (reduced 20 / full 56).
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 from softattn.sweep import grid
 
 BLOCKS = ["softmax", "scaled"]          # NL block, scaled NL block
@@ -66,7 +66,7 @@ def _arg(arg):
 def get_config(arg=None):
   a = _arg(arg)
   full = a.scale == "full"
-  c = train.default_config()
+  c = configlib.default_config()
   c.batch_size = 128 if full else a.batch
   c.data.name = a.dataset if full else "fashion_mnist"
   c.data.data_dir = config_dict.placeholder(str)
