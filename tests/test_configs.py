@@ -41,7 +41,7 @@ def test_runlocal_trains_a_step_and_evaluates(tmp_path, path):
       overrides={"checkpoint_async": False, "verbose": False}, num_examples=8))
   assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
   status = json.load(open(tmp_path / "status.json"))
-  assert status["status"] == "done" and status["step"] >= 1
+  assert status["state"] == "done" and status["step"] >= 1
 
 
 def test_i21k_config_reports_i1k_accuracy_through_the_class_table(tmp_path):

@@ -107,8 +107,12 @@ def test_no_op_holds_the_global_batch(measured):
 
 
 def test_per_device_temp_memory_falls_as_the_data_axis_grows(measured):
+  # Activations dominate; split over the batch they halve with each doubling
+  # of the data axis (ratio 0.5 ideally; measured ~0.52). With global-batch
+  # activations left on every device the 4 -> 8 step only reached 0.66.
   temp = [measured[k]["temp_bytes"] for k in ("one", "fsdp2", "fsdp4", "fsdp8")]
-  assert all(a > b for a, b in zip(temp, temp[1:])), temp
+  ratios = [b / a for a, b in zip(temp, temp[1:])]
+  assert all(r < 0.6 for r in ratios), (temp, ratios)
 
 
 def test_losses_equal_the_one_device_run(measured):
