@@ -119,8 +119,8 @@ def fake_run(run_dir, *, accuracy, loss=0.5, steps=10, train_extra=None,
     if failed_reason is None:
       f.write(json.dumps({"step": steps, "split": "eval",
                           "accuracy": accuracy, "loss": loss}) + "\n")
-  status = {"status": "failed", "reason": failed_reason} if failed_reason \
-      else {"status": "done", "step": steps}
+  status = {"state": "failed", "kind": "nonfinite", "message": failed_reason} \
+      if failed_reason else {"state": "done", "step": steps}
   with open(os.path.join(run_dir, "status.json"), "w") as f:
     json.dump(status, f)
 
