@@ -17,13 +17,13 @@ Needs CIFAR-10 in TFDS (``data_dir``), which cannot be downloaded offline.
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 
 
 def get_config(arg=None):
   a = configlib.parse_arg(arg, normalizer="softmax", epochs=100, depth=8,
                           wd=0.1, runlocal=False)
-  c = train.default_config()
+  c = configlib.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None  # from num_epochs: 500 steps/epoch
   c.batch_size = 100

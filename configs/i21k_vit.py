@@ -25,14 +25,14 @@ mock-able data instead of imagenet21k, which TFDS has no builder for).
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 
 
 def get_config(arg=None):
   a = configlib.parse_arg(arg, variant="S/16", normalizer="relu_seqlen",
                           epochs=30, qk_layernorm=True, batch=4096,
                           runlocal=False)
-  c = train.default_config()
+  c = configlib.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None
   c.batch_size = a.batch

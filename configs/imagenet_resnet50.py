@@ -17,13 +17,13 @@ Args: ``loss``, ``gamma`` (``inf`` or a number), ``epochs``, ``depth`` (50,
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 
 
 def get_config(arg=None):
   a = configlib.parse_arg(arg, loss="normsoftmax_xent", gamma="inf", epochs=20,
                           depth=50, batch=8192, runlocal=False)
-  c = train.default_config()
+  c = configlib.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None
   c.batch_size = a.batch

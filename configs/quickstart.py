@@ -19,13 +19,13 @@ Args (``configs/quickstart.py:<k>=<v>,...``):
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 
 
 def get_config(arg=None):
   a = configlib.parse_arg(arg, normalizer="softmax", steps=300, batch=128,
                           width=64, depth=4, runlocal=False)
-  c = train.default_config()
+  c = configlib.default_config()
   c.seed = 0
   c.total_steps = a.steps
   c.batch_size = a.batch

@@ -2,12 +2,21 @@
 
 A config file defines ``get_config(arg)``; ``arg`` is the text after ``:`` in
 ``--config=configs/x.py:variant=S/16,normalizer=relu_seqlen,runlocal``.
-``parse_arg`` turns it into a ``ConfigDict`` of typed fields.
+``parse_arg`` turns it into a ``ConfigDict`` of typed fields. A config starts
+from ``default_config()`` (the schema, ``softattn.config_schema``, re-exported
+here with ``resolve_config`` and ``ConfigError``), so config files never
+import the trainer.
 """
 
 from __future__ import annotations
 
 import ml_collections
+
+from softattn.config_schema import (ConfigError, check_keys, default_config,
+                                    known_keys, resolve_config)
+
+__all__ = ["ConfigError", "check_keys", "default_config", "known_keys",
+           "resolve_config", "parse_arg", "shrink_for_runlocal"]
 
 
 def _split_top_level(text: str) -> list[str]:

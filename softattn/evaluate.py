@@ -1,4 +1,8 @@
-"""Evaluation helpers: ImageNet-1k accuracy of an ImageNet-21k model.
+"""Evaluation passes of a run, and ImageNet-1k accuracy of an ImageNet-21k model.
+
+``evaluate_split`` runs a jitted eval step (``softattn.steps.eval_step``)
+over one eval split; ``evaluate_all`` runs every evaluator a config asks for
+(eval split, EMA weights, i1k-from-i21k, few-shot probe) and writes them.
 
 Wortsman et al. (2023) report the i1k accuracy of i21k-trained models by
 taking the top class *among the 1000 i1k classes* of the 21k-way output, on
@@ -18,9 +22,11 @@ count as errors (the conservative choice; the reported accuracy is over all
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 
@@ -78,3 +84,53 @@ def restrict_logits(logits: jax.Array, indices: np.ndarray) -> jax.Array:
   indices = jnp.asarray(indices)
   cols = jnp.take(logits, jnp.maximum(indices, 0), axis=-1)
   return jnp.where(indices >= 0, cols, -jnp.inf)
+
+
+def evaluate_split(eval_fn: Callable, cfg, params, batch_stats, mesh,
+                   data_cfg=None) -> dict[str, float]:
+  """Top-1 accuracy and mean loss over one pass of an eval split.
+
+  ``eval_fn(params, batch_stats, batch)`` returns the batch's sums
+  (``softattn.steps.eval_step``). Padding examples (``mask`` False) count for
+  nothing, so every example is counted exactly once.
+  """
+  from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
+  data_cfg = cfg.data if data_cfg is None else data_cfg
+  totals: dict[str, float] = {}
+  it = data_lib.make_eval_iter(
+      data_cfg, data_cfg.eval_split,
+      global_batch_size=cfg.eval.batch_size or cfg.batch_size, mesh=mesh)
+  for batch in it:
+    out = jax.device_get(eval_fn(params, batch_stats, batch))
+    for k, v in out.items():
+      totals[k] = totals.get(k, 0.0) + float(v)
+  count = max(totals.get("count", 0.0), 1.0)
+  return {"accuracy": totals.get("correct", 0.0) / count,
+          "loss": totals.get("loss_sum", 0.0) / count,
+          "num_examples": totals.get("count", 0.0)}
+
+
+def evaluate_all(cfg, steps, state: dict[str, Any], mesh, *,
+                 fewshot: bool) -> dict[str, float]:
+  """``{"eval/<metric>": value}`` of every evaluator the config asks for.
+
+  ``steps`` holds the jitted ``eval``, ``eval_i1k`` (or None) and
+  ``features`` functions (``softattn.train.Steps``); ``fewshot`` says whether
+  the few-shot probe is due at this step (the loop's cadence).
+  """
+  params, batch_stats = state["params"], state["batch_stats"]
+  res = evaluate_split(steps.eval, cfg, params, batch_stats, mesh)
+  out = {f"eval/{k}": v for k, v in res.items()}
+  if "ema_params" in state:
+    ema = evaluate_split(steps.eval, cfg, state["ema_params"], batch_stats, mesh)
+    out.update({f"eval/ema_{k}": v for k, v in ema.items() if k != "num_examples"})
+  if steps.eval_i1k is not None:
+    i1k = evaluate_split(steps.eval_i1k, cfg, params, batch_stats, mesh,
+                         ml_collections.ConfigDict(dict(cfg.eval.i1k_data)))
+    out["eval/i1k_accuracy"] = i1k["accuracy"]
+  if fewshot and cfg.fewshot.get("datasets", None):
+    from softattn import fewshot as fewshot_lib  # pylint: disable=g-import-not-at-top
+    fs = fewshot_lib.run_fewshot(cfg.fewshot, steps.features, params,
+                                 batch_stats, mesh)
+    out.update({f"eval/fewshot/{k}": v for k, v in fs.items()})
+  return out

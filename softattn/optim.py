@@ -24,10 +24,13 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
+from softattn import config_schema
+
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("constant", "warmup_cosine", "step", "warmup_linear")
-_SCHEDULE_KEYS = ("base_lr", "warmup_steps", "warmup_epochs", "init_lr",
-                  "end_lr", "boundaries", "boundary_epochs", "decay_factor")
+# A group's overrides that belong to its schedule (the rest to its optimizer).
+_SCHEDULE_KEYS = frozenset(config_schema.default_config().schedule.keys()) - {
+    "name"}
 
 
 def path_str(path) -> str:

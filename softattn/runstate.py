@@ -23,12 +23,13 @@ import dataclasses
 import enum
 import json
 import os
+import time
 from typing import Any
 
 FILENAME = "status.json"
 
 
-class State(str, enum.Enum):
+class State(enum.StrEnum):  # str(), f-strings, JSON: the value
   NOT_STARTED = "not_started"
   RUNNING = "running"
   PREEMPTED = "preempted"
@@ -36,7 +37,7 @@ class State(str, enum.Enum):
   FAILED = "failed"
 
 
-class FailureKind(str, enum.Enum):
+class FailureKind(enum.StrEnum):
   NONFINITE = "nonfinite"   # NaN/Inf in the loss or gradients (exit code 3)
   CONFIG = "config"         # ConfigError: the message names the fix (exit 2)
   ERROR = "error"           # any other exception
@@ -97,3 +98,36 @@ def write(workdir: str, status: Status) -> None:
   with open(tmp, "w", encoding="utf-8") as f:
     json.dump(status.to_json(), f, indent=1, default=str)
   os.replace(tmp, path)
+
+
+class Recorder:
+  """The training loop's ``status.json``: updated in place, written atomically.
+
+  ``enabled=False`` (processes other than 0) keeps the record without
+  writing it. ``core_seconds`` is this process's CPU time plus that of the
+  earlier attempts recorded in the workdir, so compute comparisons
+  (core-hours) see the whole run across resumes.
+  """
+
+  def __init__(self, workdir: str, *, enabled: bool = True):
+    self.workdir, self.enabled = workdir, enabled
+    prior = read(workdir) or Status()
+    self.prior_core_seconds = prior.core_seconds
+    self.t0 = time.process_time()
+    self.status = Status(state=State.RUNNING, step=0,
+                         flops_per_step=prior.flops_per_step,
+                         core_seconds=prior.core_seconds)
+
+  def update(self, **fields) -> None:
+    """Sets ``Status`` fields, refreshes ``core_seconds`` and writes."""
+    self.status = dataclasses.replace(
+        self.status, **fields,
+        core_seconds=self.prior_core_seconds + time.process_time() - self.t0)
+    if self.enabled:
+      write(self.workdir, self.status)
+
+  def failed(self, kind: FailureKind, message: str,
+             step: int | None = None) -> None:
+    """``failed`` with ``kind``; ``step`` defaults to the last recorded one."""
+    self.update(state=State.FAILED, kind=kind, message=message,
+                step=self.status.step if step is None else step)

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from softattn import models, normalizers, train
+from softattn import configlib, models, normalizers
 
 sys.path.insert(0, os.path.dirname(__file__))
 import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -26,7 +26,7 @@ def test_the_expected_configs_exist():
 @pytest.mark.parametrize("path", CONFIGS)
 def test_full_config_is_consistent(path):
   config = train_runner.load_config(path)
-  train.check_keys(config)
+  configlib.check_keys(config)
   assert config.model_name in models.names()
   if config.model.get("normalizer", None):
     normalizers.get(config.model.normalizer)
@@ -41,7 +41,7 @@ def test_runlocal_trains_a_step_and_evaluates(tmp_path, path):
       overrides={"checkpoint_async": False, "verbose": False}, num_examples=8))
   assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
   status = json.load(open(tmp_path / "status.json"))
-  assert status["status"] == "done" and status["step"] >= 1
+  assert status["state"] == "done" and status["step"] >= 1
 
 
 def test_i21k_config_reports_i1k_accuracy_through_the_class_table(tmp_path):

@@ -1,7 +1,7 @@
 """The study folders in experiments/: every config builds, reports regenerate.
 
 * Every full-scale and reduced-scale run of every study resolves (sweep
-  declaration checks, ``train.check_keys``, normalizer names) and its model
+  declaration checks, ``configlib.check_keys``, normalizer names) and its model
   builds with ``jax.eval_shape`` (no data, no training).
 * Each study's report regenerates RESULTS.md and every plot from a
   synthetic ``runs.csv`` alone (``report.py --from-csv``); the tests assert
@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from softattn import normalizers, studies, train
+from softattn import configlib, normalizers, studies
 from softattn.runstate import FailureKind, State
 from softattn.sweep import declaration
 from softattn.data import preprocess
@@ -64,7 +64,7 @@ def test_every_study_config_builds(path, arg):
   built = {}
   for run in sweep.runs:
     cfg = run.config
-    train.check_keys(cfg)
+    configlib.check_keys(cfg)
     assert cfg.total_steps or cfg.num_epochs
     preprocess.parse(cfg.data.pp_train), preprocess.parse(cfg.data.pp_eval)
     assert cfg.data.name in studies.IMAGE_SHAPES

@@ -65,7 +65,7 @@ def test_tiny_sweep_runs_is_interrupted_resumes_and_reports(tmp_path, capsys,
 
   # The paused run took the SIGTERM as a preemption: saved step 4, not done.
   status = json.load(open(os.path.join(workdir, PAUSED, "status.json")))
-  assert status["status"] == "running" and status["step"] == 4, status
+  assert status["state"] == "preempted" and status["step"] == 4, status
   assert _train_steps(os.path.join(workdir, PAUSED)) == [1, 2, 3, 4]
 
   # Sequential before the stop; the rest two at a time.

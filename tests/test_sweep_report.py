@@ -58,23 +58,23 @@ def sweep_dir(tmp_path):
       # The loop's own spelling: final metrics keyed eval_<m>, and a train
       # accuracy that must not be mistaken for the eval one.
       _make_run(root, name, eval_acc=1 - err, status={
-          "status": "done", "reason": None, "step": STEPS,
+          "state": "done", "step": STEPS,
           "flops_per_step": fps, "core_seconds": 10.0 * (i + 1),
           "final": {"train_accuracy": 0.99, "eval_accuracy": 1 - err,
                     "step": STEPS}})
       runs.append({"name": name, "overrides": {"model.normalizer": norm,
                                                "model.width": 32 * (i + 1)}})
   bad = [
-      ("nan", dict(status={"status": "failed", "step": 40,
-                           "reason": "non-finite loss at step 41",
+      ("nan", dict(status={"state": "failed", "kind": "nonfinite", "step": 41,
+                           "message": "non-finite loss at step 41",
                            "flops_per_step": 1e7, "core_seconds": 3.0,
                            "final": {}})),
       ("crash", dict(attempt={"returncode": 1, "interrupted": False},
                      log="step 1\nTraceback ...\nRuntimeError: boom\n")),
-      ("nan_acc", dict(status={"status": "done", "step": STEPS,
+      ("nan_acc", dict(status={"state": "done", "step": STEPS,
                                "flops_per_step": 1e7, "core_seconds": 1.0,
                                "final": {"eval_accuracy": float("nan")}})),
-      ("cut", dict(status={"status": "running", "step": 30,
+      ("cut", dict(status={"state": "running", "step": 30,
                            "flops_per_step": 1e7, "core_seconds": 1.0,
                            "final": {}})),
       ("never", {}),
@@ -102,14 +102,16 @@ def test_report_fits_each_normalizer_and_lists_every_run(sweep_dir):
   assert row["train_flops"] == pytest.approx(1.6e8 * STEPS)
   assert row["accuracy"] == pytest.approx(1 - (0.10 + 40 * 1.6e11 ** -0.2))
 
-  states = {n: (rows[n]["state"], rows[n]["reason"]) for n in
-            ("nan", "crash", "nan_acc", "cut", "never")}
-  assert states["nan"] == ("failed", "non-finite loss at step 41")
-  assert states["crash"][0] == "failed"
-  assert "exit code 1" in states["crash"][1] and "boom" in states["crash"][1]
-  assert states["nan_acc"][0] == "failed" and "nan" in states["nan_acc"][1]
-  assert states["cut"][0] == "interrupted" and "30" in states["cut"][1]
-  assert states["never"] == ("not started", "never started")
+  states = {n: (rows[n]["state"], rows[n]["kind"], rows[n]["reason"])
+            for n in ("nan", "crash", "nan_acc", "cut", "never")}
+  assert states["nan"] == ("failed", "nonfinite", "non-finite loss at step 41")
+  assert rows["nan"]["steps"] == 41  # the field, not a number in the message
+  assert states["crash"][:2] == ("failed", "exit")
+  assert "exit code 1" in states["crash"][2] and "boom" in states["crash"][2]
+  assert states["nan_acc"][:2] == ("failed", "nonfinite")
+  assert "nan" in states["nan_acc"][2]
+  assert states["cut"][:2] == ("running", None) and "30" in states["cut"][2]
+  assert states["never"] == ("not_started", None, "never started")
 
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     table = list(csv.DictReader(f))
@@ -140,7 +142,7 @@ def test_report_cli_prints_fits_and_failures(sweep_dir, capsys):
   out = capsys.readouterr().out
   assert "softmax: a=0.1" in out
   assert "failed: crash: exit code 1" in out
-  assert "interrupted: cut" in out
+  assert "running: cut" in out
 
 
 def test_report_of_an_empty_directory_is_a_clear_error(tmp_path, capsys):

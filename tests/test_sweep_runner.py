@@ -30,20 +30,21 @@ print("starting", behavior, flush=True)
 if behavior == "crash":
   raise RuntimeError("boom")
 if behavior == "nan":
-  status(status="failed", reason="non-finite loss at step 3", step=2, final={})
+  status(state="failed", kind="nonfinite", message="non-finite loss at step 3",
+         step=3, final={})
   sys.exit(3)
 hangs = behavior == "hang" and args["--config.seed"] == "0"  # one run only
 if hangs and not os.path.exists(os.path.join(workdir, "ckpt")):
   def on_term(*_):
     open(os.path.join(workdir, "ckpt"), "w").close()  # "saves a checkpoint"
-    status(status="running", reason="preempted (SIGTERM) at step 5", step=5)
+    status(state="preempted", message="SIGTERM at step 5", step=5)
     sys.exit(0)
   signal.signal(signal.SIGTERM, on_term)
-  status(status="running", reason=None, step=0)
+  status(state="running", step=0)
   while True:
     time.sleep(0.05)
 resumed = os.path.exists(os.path.join(workdir, "ckpt"))
-status(status="done", reason=None, step=10,
+status(state="done", step=10,
        final={"eval_accuracy": 0.5, "resumed": resumed})
 '''
 
@@ -127,7 +128,7 @@ def test_interrupted_sweep_resumes_the_stopped_run(tmp_path):
                                         "sweep_attempt.json")))
   assert attempt["interrupted"] and attempt["returncode"] == 0
   status = json.load(open(status_path))
-  assert status["status"] == "running" and status["step"] == 5
+  assert status["state"] == "preempted" and status["step"] == 5
 
   res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
   assert res.returncode == 0, res.stdout + res.stderr
@@ -145,7 +146,7 @@ def test_dry_run_prints_states_and_commands(tmp_path, capsys):
   assert cli.main(["run", f"{spec}:ok", "--workdir", workdir, "--dry_run",
                    "--launcher", launcher, "--skip_checks"]) == 0
   out = capsys.readouterr().out.splitlines()
-  assert out[0] == "# seed-0: not started"  # behavior is the same in all
+  assert out[0] == "# seed-0: not_started"  # behavior is the same in all
   assert out[1].endswith(f"--workdir={workdir}/seed-0 "
                          "--config.behavior=ok --config.seed=0")
   assert not os.path.exists(workdir)
@@ -159,9 +160,9 @@ def test_only_runs_the_matching_runs_and_keeps_the_rest_listed(tmp_path,
   assert cli.main(argv + ["--only", "*ok__seed-1"]) == 0
   assert "start [1/1] behavior-ok__seed-1" in capsys.readouterr().out
   states = {r["run"]: r["state"] for r in report_lib.collect(workdir)[0]}
-  assert states == {"behavior-ok__seed-0": "not started",
+  assert states == {"behavior-ok__seed-0": "not_started",
                     "behavior-ok__seed-1": "done",
-                    "behavior-crash__seed-0": "not started",
-                    "behavior-crash__seed-1": "not started"}
+                    "behavior-crash__seed-0": "not_started",
+                    "behavior-crash__seed-1": "not_started"}
   assert cli.main(argv + ["--only", "*seed-2"]) == 2
   assert "--only '*seed-2' matches no run" in capsys.readouterr().err

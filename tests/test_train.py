@@ -96,7 +96,7 @@ def test_end_to_end_train_eval_checkpoint(straight):
   assert final["eval_num_examples"] == 20.0
   assert 0.0 <= final["eval_accuracy"] <= 1.0 and np.isfinite(final["eval_loss"])
   status = json.load(open(wd / "status.json"))
-  assert status["status"] == "done" and status["step"] == 6
+  assert status["state"] == "done" and status["step"] == 6 and not status["kind"]
   assert status["flops_per_step"] > 0 and status["core_seconds"] > 0
   assert status["final"]["eval_accuracy"] == final["eval_accuracy"]
   assert json.load(open(wd / "config.json"))["model"]["num_classes"] == 10
@@ -177,7 +177,8 @@ def test_sigterm_saves_and_resume_is_bitwise_identical(straight, tmp_path):
   train_runner.run(_spec(tmp_path, overrides=RESUME, kill_at_step=2,
                          kill_signal="SIGTERM"))
   status = json.load(open(tmp_path / "status.json"))
-  assert status["status"] == "running" and "SIGTERM" in status["reason"]
+  assert status["state"] == "preempted" and status["step"] == 3
+  assert "SIGTERM" in status["message"]
   assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
   train_runner.run(_spec(tmp_path, overrides=RESUME))
   s1, p1 = _final_params(straight[0])
@@ -194,7 +195,7 @@ def test_sigkill_mid_run_then_resume_is_bitwise_identical(straight, tmp_path,
   assert killed.returncode == -9, killed.stderr[-2000:]
   assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2"]
   status = json.load(open(tmp_path / "status.json"))
-  assert status["status"] == "running"
+  assert status["state"] == "running"  # nobody said otherwise: resumable
   train_runner.run(_spec(tmp_path, overrides=RESUME))
   s1, p1 = _final_params(straight[0])
   s2, p2 = _final_params(tmp_path)
@@ -230,7 +231,8 @@ def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path,
   assert "Non-finite training at step" in msg and "loss=" in msg and "grad_norm=" in msg
   bad_step = int(msg.split("at step ")[1].split(":")[0])
   status = json.load(open(wd / "status.json"))
-  assert status["status"] == "failed" and status["reason"] == msg
+  assert (status["state"], status["kind"], status["step"]) == (
+      "failed", "nonfinite", bad_step) and status["message"] == msg
   last, params = _final_params(wd)
   assert 1 <= last < bad_step
   assert f"last good checkpoint is step {last}" in msg

@@ -69,7 +69,7 @@ or ``noskip``).
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 from softattn.models.elementwise import PRESETS
 from softattn.sweep import grid
 
@@ -110,7 +110,7 @@ def _arg(arg):
 
 def get_config(arg=None):
   a = _arg(arg)
-  c = train.default_config()
+  c = configlib.default_config()
   c.num_epochs = float(a.epochs)
   c.data.name = a.dataset if a.scale == "full" else "fashion_mnist"
   c.batch_size = 1024 if c.data.name == "cifar10" else 4096

@@ -49,7 +49,7 @@ runs: 36 minutes for 51 runs, 4-head NL the slowest at ~0.15 s/step).
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 from softattn.sweep import grid
 
 BLOCKS = ["softmax", "scaled"]          # NL block, scaled NL block
@@ -76,7 +76,7 @@ def _arg(arg):
 def get_config(arg=None):
   a = _arg(arg)
   full = a.scale == "full"
-  c = train.default_config()
+  c = configlib.default_config()
   c.batch_size = 128 if full else a.batch
   c.data.name = a.dataset if full else "fashion_mnist"
   c.data.data_dir = config_dict.placeholder(str)

@@ -57,7 +57,7 @@ from the measured study: 54 runs in 55 minutes, ~6,800 ViT steps).
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 from softattn.sweep import declaration, grid
 
 SM, NSM_SQRT, NSM_INF = ("softmax", "normsoftmax(gamma=sqrt_d)",
@@ -109,7 +109,7 @@ def _reduced_vit():
 
 
 def _reduced_resnet():
-  c = train.default_config()
+  c = configlib.default_config()
   c.total_steps = 150
   c.batch_size = 64
   c.data.name = "fashion_mnist"

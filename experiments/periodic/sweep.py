@@ -52,7 +52,7 @@ steps, most of it compilation and evaluation).
 
 from ml_collections import config_dict
 
-from softattn import configlib, train
+from softattn import configlib
 from softattn.sweep import grid
 
 MAIN = ["softmax", "sin2_max_shifted", "sin_softmax", "siren_max"]
@@ -90,7 +90,7 @@ def depths(a):
 def get_config(arg=None):
   a = _arg(arg)
   full = a.scale == "full"
-  c = train.default_config()
+  c = configlib.default_config()
   c.data.name = "cifar100" if full else "fashion_mnist"
   c.data.data_dir = config_dict.placeholder(str)
   c.data.train_split, c.data.eval_split = "train", "test"

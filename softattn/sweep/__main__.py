@@ -15,6 +15,7 @@ import os
 import shlex
 import sys
 
+from softattn import runstate
 from softattn.sweep import declaration
 from softattn.sweep import fit as fit_lib
 
@@ -114,7 +115,7 @@ def _run(args) -> int:
     counts[state] = counts.get(state, 0) + 1
   print("sweep: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         + f"; `python -m softattn.sweep report {args.workdir}` tabulates it")
-  return 0 if all(s == "done" for s in outcome.values()) else 1
+  return 0 if all(s == runstate.State.DONE for s in outcome.values()) else 1
 
 
 def _launch(args) -> int:
@@ -151,7 +152,7 @@ def _report(args) -> int:
     f = r["fit"]
     print(f"{group}: " + (f.summary() if f is not None else
                           f"no fit ({r['reason']})"))
-  failed = [row for row in res["rows"] if row["state"] != "done"]
+  failed = [row for row in res["rows"] if row["state"] != runstate.State.DONE]
   for row in failed:
     print(f"{row['state']}: {row['run']}: {row['reason']}")
   return 0

@@ -4,7 +4,8 @@
 ``sweep.json``, or every sub-directory that looks like a run) and writes:
 
 * ``results.csv`` / ``results.md``: one row per run: its swept fields, state
-  (``done``, ``failed``, ``interrupted``, ``not started``) with the reason,
+  (``runstate.State``: ``done``, ``failed`` with its ``kind``, ``preempted``,
+  ``running``, ``not_started``) with the reason,
   steps, FLOPs per step (XLA's cost analysis of the jitted train step, from
   ``status.json``), training FLOPs = FLOPs per step x steps, measured
   core-seconds (process CPU time), the final eval metric and error = 1 - metric.
@@ -24,6 +25,7 @@ import math
 import os
 from typing import Any, Sequence
 
+from softattn import runstate
 from softattn.sweep import fit as fit_lib
 from softattn.sweep import rundir
 
@@ -55,11 +57,11 @@ def find_metric(record: dict, metric: str) -> tuple[str, Any] | None:
   return None
 
 
-def final_metric(run_dir: str, status: dict | None, metric: str
+def final_metric(run_dir: str, record: runstate.Status | None, metric: str
                  ) -> tuple[Any, str | None]:
   """The run's final ``metric``: ``status.json``'s ``final``, else the last
   eval record of ``metrics.jsonl``. Returns ``(value, problem)``."""
-  final = (status or {}).get("final") or {}
+  final = (record.final if record is not None else None) or {}
   hit = find_metric(final, metric)
   if hit is None:
     for record in reversed(rundir.read_metrics(run_dir)):
@@ -119,31 +121,33 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
   for name, overrides in runs:
     run_dir = os.path.join(sweep_dir, name)
     state = rundir.run_state(run_dir)
-    status = state.status or {}
+    record = state.record or runstate.Status(step=None)
     config = rundir.read_json(os.path.join(run_dir, rundir.CONFIG))
     row: dict[str, Any] = {"run": name}
     for f in fields:
       row[f] = overrides.get(f, _nested(config, f))
     group = overrides.get(group_by, _nested(config, group_by))
     row["group"] = "?" if group is None else str(group)
-    row["state"] = state.state
+    row["state"] = state.state.value
+    row["kind"] = state.kind.value if state.kind else None
     row["reason"] = state.reason or ""
-    steps = status.get("step")
-    fps = status.get("flops_per_step")
+    steps, fps = record.step, record.flops_per_step
     row["params"] = _num_params(run_dir)
     row["steps"] = steps
     row["flops_per_step"] = fps
     row["train_flops"] = (fps * steps if rundir.is_finite_number(fps)
                           and rundir.is_finite_number(steps) else None)
-    row["core_seconds"] = status.get("core_seconds")
+    row["core_seconds"] = record.core_seconds if state.record else None
     row[metric] = None
     row["error"] = None
-    if state.state == "done":
-      value, problem = final_metric(run_dir, status, metric)
+    if state.state == runstate.State.DONE:
+      value, problem = final_metric(run_dir, state.record, metric)
+      kind = runstate.FailureKind.ERROR
       if problem is None and not rundir.is_finite_number(value):
-        problem = f"final {metric} is {value}"
+        problem, kind = f"final {metric} is {value}", runstate.FailureKind.NONFINITE
       if problem is not None:
-        row["state"], row["reason"] = "failed", problem
+        row["state"], row["kind"], row["reason"] = (
+            runstate.State.FAILED.value, kind.value, problem)
       else:
         row[metric] = float(value)
         row["error"] = 1.0 - float(value)
@@ -157,7 +161,8 @@ def fit_groups(rows: Sequence[dict], compute: str = "flops") -> dict[str, dict]:
   groups: dict[str, list[dict]] = {}
   for row in rows:
     groups.setdefault(row["group"], [])
-    if row["state"] == "done" and rundir.is_finite_number(row["error"]) \
+    if row["state"] == runstate.State.DONE and \
+        rundir.is_finite_number(row["error"]) \
         and rundir.is_finite_number(row[key]) and row[key] > 0:
       groups[row["group"]].append(row)
   out = {}
@@ -185,8 +190,8 @@ def _fmt(value: Any) -> str:
 
 
 def _columns(fields: Sequence[str], metric: str) -> list[str]:
-  return ["run", *fields, "state", "params", "steps", "flops_per_step", "train_flops",
-          "core_seconds", metric, "error", "reason"]
+  return ["run", *fields, "state", "kind", "params", "steps", "flops_per_step",
+          "train_flops", "core_seconds", metric, "error", "reason"]
 
 
 def write_csv(path: str, rows: Sequence[dict], columns: Sequence[str]) -> None:

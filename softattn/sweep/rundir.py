@@ -1,7 +1,7 @@
 """Reading one run's directory: its status, metrics and the sweep's records.
 
-The training loop owns ``status.json``, ``metrics.jsonl`` and ``config.json``
-(see ``softattn.train``); the sweep runner adds two files of its own next to
+The training loop owns ``status.json`` (a ``softattn.runstate.Status``),
+``metrics.jsonl`` and ``config.json`` (see ``softattn.train``); the sweep runner adds two files of its own next to
 them: ``sweep.log`` (the run's stdout and stderr, appended per attempt) and
 ``sweep_attempt.json`` (how the last attempt ended). From these the runner
 decides what to (re)run and the report says what happened to every run.
@@ -15,7 +15,9 @@ import math
 import os
 from typing import Any
 
-STATUS = "status.json"
+from softattn import runstate
+
+STATUS = runstate.FILENAME
 METRICS = "metrics.jsonl"
 CONFIG = "config.json"
 LOG = "sweep.log"
@@ -74,43 +76,72 @@ def log_tail(run_dir: str, lines: int = 1) -> str:
 class RunState:
   """What a run directory says about its run.
 
-  ``state`` is one of ``done``, ``failed`` (the loop reported a failure, or the
-  process died on its own), ``interrupted`` (stopped from outside, or a
-  ``running`` status with no live process: a rerun resumes it) or
-  ``not started``.
+  ``state`` is a ``runstate.State``: ``done``; ``failed`` with its ``kind``
+  (the loop's ``nonfinite``/``config``/``error``, or ``exit`` when the
+  process died without writing a failure); ``preempted`` (stopped by SIGTERM
+  or Ctrl-C, or by the sweep runner) or ``running`` (the last word of a run
+  that may since have died), both ``resumable``; or ``not_started``.
+  ``reason`` is one line for people (tables, logs), never parsed; ``record``
+  the run's ``status.json`` (None if it wrote none), ``attempt`` the sweep
+  runner's record of its last attempt.
   """
-  state: str
+  state: runstate.State
   reason: str | None
-  status: dict | None
+  record: runstate.Status | None
   attempt: dict | None
+  kind: runstate.FailureKind | None = None
+
+  @property
+  def step(self) -> int | None:
+    return self.record.step if self.record is not None else None
+
+  @property
+  def resumable(self) -> bool:
+    return self.state in (runstate.State.RUNNING, runstate.State.PREEMPTED)
+
+  @property
+  def status(self) -> dict | None:
+    """``record`` as a JSON dict, for readers that predate ``runstate``."""
+    return self.record.to_json() if self.record is not None else None
+
+
+def read_status(run_dir: str) -> runstate.Status | None:
+  """The run's ``status.json``; None if missing or not a ``runstate.Status``."""
+  try:
+    return runstate.read(run_dir)
+  except (json.JSONDecodeError, ValueError, TypeError):
+    return None
 
 
 def run_state(run_dir: str) -> RunState:
-  """Classifies a run directory (see ``RunState``)."""
-  status = read_json(os.path.join(run_dir, STATUS))
+  """Classifies a run directory (see ``RunState``) from its records' fields."""
+  State, Kind = runstate.State, runstate.FailureKind  # pylint: disable=invalid-name
+  record = read_status(run_dir)
   attempt = read_json(os.path.join(run_dir, ATTEMPT))
-  if status is not None and status.get("status") == "done":
-    return RunState("done", None, status, attempt)
-  if status is not None and status.get("status") == "failed" and not str(
-      status.get("reason") or "").startswith("interrupted"):
-    # The loop marks a Ctrl-C'd run "failed: interrupted (...)"; that run is
-    # resumable, so it falls through to "interrupted" below.
-    return RunState("failed", status.get("reason") or "failed (no reason given)",
-                    status, attempt)
-  if attempt is not None and not attempt.get("interrupted") \
-      and attempt.get("returncode") not in (None, 0):
+  if record is not None and record.state == State.DONE:
+    return RunState(State.DONE, None, record, attempt)
+  if record is not None and record.state == State.FAILED:
+    return RunState(State.FAILED, record.message or "failed (no message)",
+                    record, attempt, kind=record.kind or Kind.ERROR)
+  stopped = attempt is not None and attempt.get("interrupted")
+  returncode = (attempt or {}).get("returncode")
+  if attempt is not None and not stopped and returncode not in (None, 0):
     tail = log_tail(run_dir) or "no output"
-    return RunState("failed", f"exit code {attempt['returncode']}: {tail}",
-                    status, attempt)
-  if attempt is not None and attempt.get("returncode") == 0 and status is None:
-    return RunState("failed", "exited 0 without writing status.json",
-                    status, attempt)
-  if status is not None or attempt is not None:
-    step = (status or {}).get("step")
-    where = f" at step {step}" if step is not None else ""
-    return RunState("interrupted", f"stopped{where}; `sweep run` resumes it",
-                    status, attempt)
-  return RunState("not started", "never started", None, None)
+    return RunState(State.FAILED, f"exit code {returncode}: {tail}",
+                    record, attempt, kind=Kind.EXIT)
+  if attempt is not None and returncode == 0 and record is None:
+    return RunState(State.FAILED, "exited 0 without writing status.json",
+                    record, attempt, kind=Kind.EXIT)
+  if record is None and attempt is None:
+    return RunState(State.NOT_STARTED, "never started", None, None)
+  preempted = stopped or (record is not None and record.state == State.PREEMPTED)
+  step = record.step if record is not None else None
+  where = f" at step {step}" if step is not None else ""
+  if preempted:
+    return RunState(State.PREEMPTED, f"stopped{where}; `sweep run` resumes it",
+                    record, attempt)
+  return RunState(State.RUNNING, f"running or stopped{where}; `sweep run` "
+                  "resumes it", record, attempt)
 
 
 def is_finite_number(x: Any) -> bool:

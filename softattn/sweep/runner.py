@@ -4,15 +4,15 @@ Runs go one at a time or ``parallel`` at a time. Before starting a run the
 runner reads its directory (``softattn.sweep.rundir.run_state``):
 
 * ``done`` runs are skipped, so rerunning a sweep only does what is missing;
-* ``interrupted`` runs (a ``running`` status.json, or an attempt stopped from
-  outside) are started again with the same command, and the training loop
-  resumes from its last Orbax checkpoint in the run's workdir;
+* resumable runs (``preempted``, or ``running`` with no process left) are
+  started again with the same command, and the training loop resumes from
+  its last Orbax checkpoint in the run's workdir;
 * ``failed`` runs (NaN, crash) are skipped and keep their reason, unless
   ``retry_failed``: a deterministic divergence would only fail again.
 
 Stopping the runner (Ctrl-C, SIGTERM) stops its runs (SIGTERM, then SIGKILL
-after ``grace_s``) and marks them interrupted, so the next ``sweep run``
-resumes them.
+after ``grace_s``) and marks their attempts interrupted, so the next
+``sweep run`` resumes them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
+from softattn import runstate
 from softattn.sweep import declaration
 from softattn.sweep import rundir
 
@@ -38,7 +39,7 @@ def default_launcher() -> list[str]:
 def preflight(sweep: declaration.Sweep, *, mock_data: bool = False) -> None:
   """Runs the training loop's own config checks on every run, here and now.
 
-  ``softattn.train.resolve_config`` rejects unknown normalizer/optimizer/loss
+  ``softattn.configlib.resolve_config`` rejects unknown normalizer/optimizer/loss
   names, batches the device mesh does not divide and datasets that are not
   prepared. Checking all runs before starting any turns a typo in the tenth
   run into an immediate error instead of a failure an hour in. (``launch``
@@ -47,7 +48,7 @@ def preflight(sweep: declaration.Sweep, *, mock_data: bool = False) -> None:
   Raises:
     declaration.SweepError: naming the first bad run and the loop's message.
   """
-  from softattn import train  # pylint: disable=g-import-not-at-top
+  from softattn import configlib  # pylint: disable=g-import-not-at-top
   context = contextlib.nullcontext()
   if mock_data:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
@@ -55,8 +56,8 @@ def preflight(sweep: declaration.Sweep, *, mock_data: bool = False) -> None:
   with context:
     for run in sweep.runs:
       try:
-        train.resolve_config(run.config.copy_and_resolve_references())
-      except train.ConfigError as e:
+        configlib.resolve_config(run.config.copy_and_resolve_references())
+      except configlib.ConfigError as e:
         raise declaration.SweepError(f"run {run.name}: {e}") from None
 
 
@@ -100,7 +101,7 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
     log: where progress lines go.
 
   Returns:
-    ``{run name: final state}`` (``done``, ``failed``, ``interrupted``).
+    ``{run name: final state}`` (a ``runstate.State``).
 
   Raises:
     KeyboardInterrupt: the runner was stopped (its runs are stopped too).
@@ -111,19 +112,19 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
   os.makedirs(workdir, exist_ok=True)
   write_manifest(sweep, workdir, launcher)
 
-  outcome: dict[str, str] = {}
+  outcome: dict[str, runstate.State] = {}
   todo = []
   for run in sweep.select(only):
     state = rundir.run_state(os.path.join(workdir, run.name))
-    if state.state == "done":
+    if state.state == runstate.State.DONE:
       log(f"skip {run.name}: done")
-      outcome[run.name] = "done"
-    elif state.state == "failed" and not retry_failed:
+      outcome[run.name] = state.state
+    elif state.state == runstate.State.FAILED and not retry_failed:
       log(f"skip {run.name}: failed before ({state.reason}); "
           "--retry_failed reruns it")
-      outcome[run.name] = "failed"
+      outcome[run.name] = state.state
     else:
-      if state.state == "interrupted":
+      if state.resumable:
         log(f"resume {run.name}: {state.reason}")
       todo.append(run)
 
@@ -166,7 +167,7 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
         outcome[name] = state.state
         took = attempt["ended"] - attempt["started"]
         extra = f": {state.reason}" if state.reason and \
-            state.state != "done" else ""
+            state.state != runstate.State.DONE else ""
         log(f"{state.state} {name} (exit {proc.returncode}, {took:.0f} s)"
             f"{extra}")
   except (KeyboardInterrupt, _Stop):
