@@ -9,7 +9,8 @@ match wins, unmatched parameters are replicated:
 
 * ``replicate``: a full copy on every device.
 * ``fsdp``: the largest dimension divisible by the ``data`` axis size is split
-  over ``data`` (ZeRO-3 style; XLA all-gathers it for the matmul).
+  over ``data`` (ZeRO-3 style: stored split, all-gathered for the forward by
+  ``gather_for_compute``).
 * ``tp``: the last dimension divisible by the ``model`` axis size is split over
   ``model`` (tensor parallelism on the output features).
 * ``fsdp_tp``: both, on different dimensions.
@@ -113,6 +114,47 @@ def tree_shardings(tree: Any, rules, mesh: Mesh) -> Any:
         return NamedSharding(mesh, _spec_for(shape, strategy, mesh))
     return NamedSharding(mesh, P())
   return jax.tree_util.tree_map_with_path(one, tree)
+
+
+def without_data_axis(sh: NamedSharding) -> NamedSharding:
+  """``sh`` with every ``data`` entry of its spec removed (``model`` kept)."""
+  def drop(entry):
+    if entry == "data":
+      return None
+    if isinstance(entry, tuple):
+      rest = tuple(a for a in entry if a != "data")
+      return rest if len(rest) > 1 else (rest[0] if rest else None)
+    return entry
+  return NamedSharding(sh.mesh, P(*(drop(e) for e in sh.spec)))
+
+
+def gather_for_compute(params: Any, rules, mesh: Mesh | None) -> Any:
+  """``params`` constrained to their rule's sharding minus the ``data`` axis.
+
+  Call it inside the jitted forward, on the (cast) parameters, before the
+  model uses them. Why: an ``fsdp`` parameter is stored split over ``data``,
+  and so is the batch. Left alone, XLA's SPMD partitioner may resolve a
+  matmul ``x @ W`` whose contracted or output dim of ``W`` is ``data``-split
+  by keeping ``W`` split and *gathering the batch* instead: every device then
+  holds global-batch activations (tensors such as ``[4096, 196, 768]``) and
+  per-device memory grows with the pod instead of shrinking. Constraining
+  the weight to "no ``data`` axis" forces the other choice, ZeRO-3's: the
+  weight is all-gathered over ``data`` (one layer at a time, freed after use)
+  and activations stay split over the batch.
+
+  Only ``data`` is removed: a ``model``-split dim (``tp``, ``fsdp_tp``) stays
+  split, so tensor parallelism is untouched. The transpose of an all-gather
+  is a reduce-scatter, so gradients come back ``data``-split and the
+  optimizer state and update stay sharded (no full copy of either). With
+  ``replicate`` rules or a mesh without a ``data`` axis larger than 1 this is
+  a no-op; ``mesh=None`` (unit tests, no mesh) returns ``params`` unchanged.
+  """
+  if mesh is None or mesh.shape.get("data", 1) == 1:
+    return params
+  shardings = tree_shardings(params, rules, mesh)
+  return jax.tree.map(
+      lambda p, sh: jax.lax.with_sharding_constraint(p, without_data_axis(sh)),
+      params, shardings)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
