@@ -34,8 +34,10 @@ def test_matmul_flops_counts_dots_convs_scans_and_the_backward():
   assert fwd == 3 * 2 * 8 * 16 * 16
   # Gradient w.r.t. the weights only: forward, recomputed forward (remat),
   # and the two backward matmuls (dh, dw): 4x the forward.
-  grad = flops.matmul_flops(jax.grad(lambda w_: scanned(h, w_).sum()), ws)
-  assert grad == 4 * fwd
+  grad_fn = jax.grad(lambda w_: scanned(h, w_).sum())
+  assert flops.matmul_flops(grad_fn, ws) == 4 * fwd
+  assert flops.has_remat(jax.make_jaxpr(grad_fn)(ws).jaxpr)
+  assert not flops.has_remat(jax.make_jaxpr(jnp.matmul)(a, b).jaxpr)
 
 
 def test_oom_messages_are_parsed_to_the_compilers_figures():

@@ -43,6 +43,7 @@ class Compiled:
   mesh_shape: dict
   num_params: int
   analytic_train_flops: float      # global, one train step (flops.py)
+  remat: bool                      # the step recomputes (analytic counts it)
   programs: dict[str, Program]
 
 
@@ -129,6 +130,8 @@ def compile_config(config, topology_name: str, *, batch: int | None = None,
     if name in calls:
       out[name] = compile_program(name, *calls[name])
   # The global (unpartitioned) step: same function, same shapes.
-  analytic = flops_lib.matmul_flops(steps.train, state, train_batch)
+  jaxpr = jax.make_jaxpr(steps.train)(state, train_batch).jaxpr
   num_params = sum(int(x.size) for x in jax.tree.leaves(state["params"]))
-  return Compiled(topo, cfg, info, dict(mesh.shape), num_params, analytic, out)
+  return Compiled(topo, cfg, info, dict(mesh.shape), num_params,
+                  flops_lib.jaxpr_matmul_flops(jaxpr),
+                  flops_lib.has_remat(jaxpr), out)

@@ -15,6 +15,9 @@ NormSoftmax/gated-attention extras -- and it covers every model in
 ``softattn.models`` without a formula per model. What it leaves out are
 elementwise ops (norms, activations, the optimizer update): a few percent
 for full-size models, which is why XLA's count is expected slightly above.
+Under remat the recomputed forward is in the jaxpr and is counted: that is
+what the chip executes (and what XLA counts), but not "model FLOPs", so a
+utilisation computed from it is hardware FLOPs utilisation (``has_remat``).
 """
 
 from __future__ import annotations
@@ -74,6 +77,16 @@ def jaxpr_matmul_flops(jaxpr) -> float:
       times = eqn.params.get("length", 1) if name == "scan" else 1
       total += times * sum(jaxpr_matmul_flops(j) for j in _sub_jaxprs(eqn))
   return total
+
+
+_REMAT = ("checkpoint", "remat", "remat2")
+
+
+def has_remat(jaxpr) -> bool:
+  """Whether ``jaxpr`` recomputes anything (``jax.checkpoint`` / ``nn.remat``)."""
+  return any(eqn.primitive.name in _REMAT
+             or any(has_remat(j) for j in _sub_jaxprs(eqn))
+             for eqn in jaxpr.eqns)
 
 
 def matmul_flops(fn, *args: Any) -> float:

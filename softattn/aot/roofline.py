@@ -6,8 +6,10 @@ per-chip ``cost_analysis()`` figures and the chip's published peaks
 (``softattn.topology.CHIPS``). It ignores inter-chip communication, latency
 and imperfect overlap, so real steps are slower: the step time is a lower
 bound, and images/s, MFU and days derived from it are best cases. MFU is the
-*model* FLOPs (the analytic count of ``flops.py``, not XLA's, so that
-recomputation does not count as useful work) over chips x peak x step time.
+analytic FLOPs of ``flops.py`` (not XLA's, which add elementwise work) over
+chips x peak x step time. Under remat the analytic count includes the
+recomputed forward, so the figure is then hardware FLOPs utilisation (HFU),
+marked as such.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def describe(c: Compiled) -> str:
       f"roofline step time >= {e.step_seconds * 1e3:.1f} ms ({e.bound}-bound; "
       f"peak {topo.chip.peak_bf16_flops / 1e12:.0f} TFLOP/s, "
       f"{topo.chip.hbm_bytes_per_s / 1e9:.0f} GB/s; no communication)",
-      f"MFU at that time: {e.mfu:.1%};  images/s <= {e.images_per_second:,.0f};"
+      f"{'HFU (remat recompute counted)' if c.remat else 'MFU'} at that "
+      f"time: {e.mfu:.1%};  images/s <= {e.images_per_second:,.0f};"
       f"  whole run >= {e.days:.2f} days",
   ]
   return "\n".join(lines)

@@ -42,6 +42,9 @@ _I21K = "configs/i21k_vit.py:variant={}"
 ROWS = [
     *[Row(f"i21k ViT-{v}", _I21K.format(v), t)
       for v in ("S/16", "B/16", "L/16") for t in ("v4-32", "v5e-256")],
+    Row("i21k ViT-L/16, remat", _I21K.format("L/16") + ",remat=True", "v4-32",
+        note="`remat=True`: nn.scan over the blocks with nn.remat "
+        "(nothing_saveable), for L/16 at 256 images per chip."),
     Row("i21k ViT-S/32 (ReLU-attention study)", _I21K.format("S/32"), "v4-32"),
     Row("ImageNet ResNet-50 (NormSoftmax loss study)",
         "configs/imagenet_resnet50.py", "v5e-256"),
@@ -92,6 +95,7 @@ def compile_row(row: Row) -> dict:
       overrides=[list(o) for o in row.overrides], note=row.note,
       batch=cfg.batch_size, total_steps=cfg.total_steps,
       compute_dtype=cfg.compute_dtype, params=compiled.num_params,
+      remat=compiled.remat,
       mesh=compiled.mesh_shape, estimate=dataclasses.asdict(e),
       programs={n: dict(fits=p.fits, hbm_gib=None if p.hbm_bytes is None
                         else p.hbm_bytes / 2**30, hbm_source=p.hbm_source,
@@ -121,7 +125,8 @@ def render(results: list[dict]) -> str:
         f"| {r['label']} | {r['topology']} | {r['batch']} | "
         f"{r['params'] / 1e6:.1f} M | {gib} | "
         f"{'yes' if e['fits'] else '**no**'} | {_cell(step, '.1f')} ms | "
-        f"{_cell(e['mfu'], '.0%')} | {_cell(e['images_per_second'], ',.0f')} | "
+        f"{_cell(e['mfu'], '.0%')}{' (HFU)' if r.get('remat') else ''} | "
+        f"{_cell(e['images_per_second'], ',.0f')} | "
         f"{_cell(e['days'], '.3g')} | {_cell(e['flops_ratio'], '.3f')} | "
         f"{secs} |")
   details = "\n\n".join(
