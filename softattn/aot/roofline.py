@@ -101,6 +101,6 @@ def describe(c: Compiled) -> str:
       f"{topo.chip.hbm_bytes_per_s / 1e9:.0f} GB/s; no communication)",
       f"{'HFU (remat recompute counted)' if c.remat else 'MFU'} at that "
       f"time: {e.mfu:.1%};  images/s <= {e.images_per_second:,.0f};"
-      f"  whole run >= {e.days:.2f} days",
+      f"  whole run >= {e.days:.3g} days ({e.days * 24:.3g} h)",
   ]
   return "\n".join(lines)

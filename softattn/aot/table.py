@@ -85,9 +85,14 @@ def row_config(row: Row):
 
 def compile_row(row: Row) -> dict:
   """One row's result as a JSON-able dict (compile figures + estimate)."""
-  from softattn import aot  # pylint: disable=g-import-not-at-top
-  compiled = aot.compile_config(row_config(row), row.topology,
-                                programs=PROGRAMS)
+  from softattn import aot, train  # pylint: disable=g-import-not-at-top
+  try:
+    compiled = aot.compile_config(row_config(row), row.topology,
+                                  programs=PROGRAMS)
+  except train.ConfigError as e:  # e.g. a batch the slice does not divide
+    return dict(label=row.label, spec=row.spec, topology=row.topology,
+                overrides=[list(o) for o in row.overrides], note=row.note,
+                error=str(e), report=f"config error: {e}")
   e = aot.estimate(compiled)
   cfg = compiled.config
   return dict(
@@ -109,13 +114,17 @@ def _cell(x, fmt):
   return "–" if x is None else format(x, fmt)
 
 
-def render(results: list[dict]) -> str:
+def render(results: list[dict], pending: list[Row] = ()) -> str:
   """The Markdown page: one line per row, then each row's full report."""
   head = ("| config | slice | batch | params | GiB/chip (train / eval) | "
           "fits | step ≥ | MFU ≤ | images/s ≤ | days ≥ | FLOPs XLA/analytic "
           "| compile (train / eval) |\n|" + "---|" * 12)
   lines = []
   for r in results:
+    if "error" in r:
+      lines.append(f"| {r['label']} | {r['topology']} | config error: "
+                   f"{r['error']} |" + " |" * 10)
+      continue
     e, p = r["estimate"], r["programs"]
     gib = " / ".join(_cell(p[n]["hbm_gib"], ".2f") for n in PROGRAMS if n in p)
     secs = " / ".join(f"{p[n]['compile_seconds']:.0f} s" for n in PROGRAMS
@@ -129,6 +138,8 @@ def render(results: list[dict]) -> str:
         f"{_cell(e['images_per_second'], ',.0f')} | "
         f"{_cell(e['days'], '.3g')} | {_cell(e['flops_ratio'], '.3f')} | "
         f"{secs} |")
+  lines += [f"| {r.label} | {r.topology} | not compiled yet: rerun the "
+            "table command |" + " |" * 10 for r in pending]
   details = "\n\n".join(
       f"### {r['label']} on {r['topology']}\n\n`{r['spec']}`"
       + (f" with {r['overrides']}" if r["overrides"] else "")
@@ -157,8 +168,9 @@ def main(out: str, only: str | None = None) -> None:
   done = _read(cache)  # with rows another process may have added
   results = [done[(r.label, r.topology)] for r in ROWS
              if (r.label, r.topology) in done]
+  pending = [r for r in ROWS if (r.label, r.topology) not in done]
   with open(out, "w", encoding="utf-8") as f:
-    f.write(_intro() + render(results))
+    f.write(_intro() + render(results, pending))
   if len(results) == len(ROWS):
     os.remove(cache)
   print(f"wrote {out} ({len(results)} of {len(ROWS)} rows)")
@@ -178,7 +190,7 @@ def _intro() -> str:
   return f"""# Launch table: full-scale configs compiled for their TPU slices
 
 Regenerate (CPU host, libtpu from `pip install -e '.[tpu-aot]'`; no TPU, no
-data; a ViT-B/16 step compiles in minutes):
+data; a ViT-B/16 train step compiles in minutes on an idle host):
 
     python -m softattn.aot table --out=docs/scale.md
 
@@ -197,5 +209,11 @@ are best cases. **FLOPs XLA/analytic** compares XLA's count over all chips
 with 2 x the multiply-adds of every matmul and convolution in the train step's
 jaxpr; near 1 means no chip repeats another's work. Chip peaks and sources:
 `softattn/topology.py`. Generated {datetime.date.today().isoformat()}.
+
+Changes the table led to: `configs/imagenet_resnet50.py` evaluated in
+batches of 1000, which no slice of 16 or more chips divides (its launch on a
+v5e-256 failed in `resolve_config`): now 1024. `configs/i21k_vit.py` gained
+`remat=True` (scanned blocks, per-block rematerialisation) for L/16 at 256
+images per chip.
 
 """
