@@ -19,8 +19,10 @@ Weight decay: big_vision's ``wd=1e-4`` is "decoupled": ``p -= sched(t) * 1e-4
 ``weight_decay = 1e-4 / base_lr = 0.1`` here gives the same update.
 
 Args: ``variant`` (S/32, S/16, S/8, Ti/16, B/16, ...), ``normalizer``,
-``epochs`` (30), ``qk_layernorm`` (True), ``runlocal`` (tiny ViT, imagenet2012
-mock-able data instead of imagenet21k, which TFDS has no builder for).
+``epochs`` (30), ``qk_layernorm`` (True), ``batch`` (4096), ``remat``
+(False; per-block rematerialisation, for L/16 on small slices),
+``runlocal`` (tiny ViT, imagenet2012 mock-able data instead of imagenet21k,
+which TFDS has no builder for).
 """
 
 from ml_collections import config_dict
@@ -31,7 +33,7 @@ from softattn import configlib
 def get_config(arg=None):
   a = configlib.parse_arg(arg, variant="S/16", normalizer="relu_seqlen",
                           epochs=30, qk_layernorm=True, batch=4096,
-                          runlocal=False)
+                          remat=False, runlocal=False)
   c = configlib.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None
@@ -52,6 +54,10 @@ def get_config(arg=None):
   c.model.head_bias_init = -10.0
   c.model.normalizer = a.normalizer
   c.model.qk_layernorm = a.qk_layernorm
+  # remat: scan the blocks and keep only each block's input for the backward
+  # (recomputing the rest, ~1/3 more FLOPs). L/16 at 256 images per chip
+  # (v4-32) needs it to fit in HBM: docs/scale.md.
+  c.model.scan = a.remat
 
   c.optimizer.name = "adamw"
   c.optimizer.b1 = 0.9

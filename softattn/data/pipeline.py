@@ -432,19 +432,30 @@ def dataset_info(data_config) -> dict:
     raise ValueError(f"dataset {builder.name!r} has no class label feature "
                      "'label'; the pipeline trains classifiers")
   image = builder.info.features["image"]
-  pp = preprocess.parse(_get(data_config, "pp_eval", ""))
+  counts = [_count(datasets_lib.as_dataset(builder, s)) for s in
+            (train_split, eval_split)]
+  return dict(num_classes=int(label.num_classes),
+              image_shape=preprocessed_shape(_get(data_config, "pp_eval", ""),
+                                             image.shape, image.dtype),
+              num_train=counts[0], num_eval=counts[1])
+
+
+def preprocessed_shape(pp_spec: str, raw_shape, raw_dtype=tf.uint8
+                       ) -> tuple[int, ...]:
+  """The image shape ``pp_spec`` makes of stored images of ``raw_shape``.
+
+  Traced, not run: ``raw_shape`` may have ``None`` sides (ImageNet), and the
+  ops must end in a fixed size (``resize``, ``central_crop``).
+  """
+  pp = preprocess.parse(pp_spec)
   traced = tf.function(
       lambda img: tf.cast(pp({"image": img, "label": tf.constant(0, tf.int64)},
                              tf.constant([0, 0], tf.int64))["image"],
                           tf.float32)
-  ).get_concrete_function(tf.TensorSpec(image.shape, image.dtype))
+  ).get_concrete_function(tf.TensorSpec(raw_shape, raw_dtype))
   shape = traced.output_shapes
   if not shape.is_fully_defined():
     raise ValueError(
-        f"pp_eval {_get(data_config, 'pp_eval', '')!r} gives images of shape "
-        f"{shape}; end it with a fixed size, e.g. resize(224)")
-  counts = [_count(datasets_lib.as_dataset(builder, s)) for s in
-            (train_split, eval_split)]
-  return dict(num_classes=int(label.num_classes),
-              image_shape=tuple(int(d) for d in shape),
-              num_train=counts[0], num_eval=counts[1])
+        f"pp_eval {pp_spec!r} gives images of shape {shape}; end it with a "
+        "fixed size, e.g. resize(224)")
+  return tuple(int(d) for d in shape)
