@@ -23,19 +23,16 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 # topology name and chip config of a 2x2 slice per generation (4 devices).
-TOPOLOGIES = {"v4": ("v4:2x2x1", "megacore"), "v5e": ("v5e:2x2", "default"),
-              "v5p": ("v5p:2x2x1", "megacore"), "v6e": ("v6e:2x2", "default")}
+# One single-host 2x2 slice per generation (softattn.topology names).
+SLICES = {"v4": "v4-8", "v5e": "v5e-4", "v5p": "v5p-8", "v6e": "v6e-4"}
 ENV = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "JAX_PLATFORMS": "cpu",
        "TPU_WORKER_HOSTNAMES": "localhost"}
 
 
 def mesh_for(chip: str) -> Mesh:
   """A ``("data", "model")`` 2x2 mesh of abstract devices of ``chip``."""
-  from jax.experimental import topologies  # noqa: PLC0415
-  name, config = TOPOLOGIES[chip]
-  devices = topologies.get_topology_desc(
-      platform="tpu", topology_name=name, chip_config_name=config,
-      chips_per_host_bounds=(2, 2, 1), num_slices=1).devices
+  from softattn import topology  # noqa: PLC0415
+  devices = topology.abstract_devices(SLICES[chip])
   return Mesh(np.asarray(devices).reshape(2, 2), ("data", "model"))
 
 
@@ -92,7 +89,7 @@ def compile_step(chip, b, h, length, d, dtype="bfloat16",
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--chip", choices=sorted(TOPOLOGIES), required=True)
+  ap.add_argument("--chip", choices=sorted(SLICES), required=True)
   ap.add_argument("--configs", type=str, default=None,
                   help="JSON list of compile_step keyword dicts")
   ap.add_argument("--normalizer", default="softmax")
