@@ -17,6 +17,7 @@ repeats the uninterrupted one bitwise.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import Any, Callable
@@ -114,9 +115,14 @@ def forward(s: Settings, params, batch_stats, images, *, train: bool,
     variables["batch_stats"] = batch_stats
   mutable = list(mutable) + (["batch_stats"] if train and batch_stats else [])
   rngs = {"dropout": rng} if rng is not None else {}
-  logits, new_vars = s.model.apply(
-      variables, images.astype(s.compute_dtype), train=train, rngs=rngs,
-      mutable=mutable)
+  # The mesh as context while the model traces: layers that cannot be
+  # auto-partitioned (the Pallas attention kernels) wrap themselves in
+  # shard_map over it instead of running on gathered, replicated inputs.
+  with (jax.sharding.use_abstract_mesh(s.mesh.abstract_mesh) if s.mesh
+        else contextlib.nullcontext()):
+    logits, new_vars = s.model.apply(
+        variables, images.astype(s.compute_dtype), train=train, rngs=rngs,
+        mutable=mutable)
   return logits.astype(jnp.float32), new_vars
 
 

@@ -240,3 +240,25 @@ def test_settings_are_frozen():
   s = _settings()
   with pytest.raises(Exception):
     s.seed = 1  # a jitted partial(train_step, s) must not see it change
+
+
+def test_forward_traces_under_the_mesh_so_pallas_attention_shards_itself():
+  """With a mesh in the settings, the model traces with it as context: the
+  Pallas attention kernels (which XLA cannot partition) wrap themselves in
+  shard_map over it; without one they are called directly."""
+  model = models.build_model(
+      "vit", num_classes=NUM_CLASSES, patch_size=4, width=16, depth=1,
+      mlp_dim=32, num_heads=2, implementation="pallas")
+  params = jax.jit(model.init)(jax.random.key(0),
+                               jnp.zeros((1, 8, 8, 3)))["params"]
+  mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
+  images = _batch()["image"]
+
+  def jaxpr(mesh_):
+    s = steps.Settings(model=model, loss=losses.softmax_xent, tx=optax.sgd(0.1),
+                       num_classes=NUM_CLASSES, seed=0, mesh=mesh_)
+    return str(jax.make_jaxpr(lambda p: steps.forward(
+        s, p, {}, images, train=False)[0])(params))
+
+  assert "shard_map" in jaxpr(mesh)
+  assert "shard_map" not in jaxpr(None)
