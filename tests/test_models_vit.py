@@ -144,3 +144,22 @@ def test_unknown_names_raise_with_valid_list():
     n_params(build_model("vit", variant="mu/5"), X.shape)
   with pytest.raises(ValueError, match="bad arguments"):
     build_model("vit", widht=3)
+
+
+def test_unrolled_remat_is_the_plain_model_with_recompute():
+  """remat=True: same parameter tree, same outputs and gradients; the
+  backward recomputes each block (a checkpoint per layer in the jaxpr)."""
+  kw = dict(variant="mu/4", num_classes=10, depth=2, head_zeroinit=False)
+  plain, remat = build_model("vit", **kw), build_model("vit", remat=True, **kw)
+  v = jax.jit(plain.init)(jax.random.key(0), X)
+  assert jax.tree.structure(v) == jax.tree.structure(
+      jax.eval_shape(remat.init, jax.random.key(0), X))
+  loss = lambda m: lambda p: m.apply({"params": p}, X).sum()
+  np.testing.assert_allclose(jax.jit(plain.apply)(v, X),
+                             jax.jit(remat.apply)(v, X), rtol=1e-6)
+  g_plain = jax.jit(jax.grad(loss(plain)))(v["params"])
+  g_remat = jax.jit(jax.grad(loss(remat)))(v["params"])
+  for a, b in zip(jax.tree.leaves(g_plain), jax.tree.leaves(g_remat)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  jaxpr = str(jax.make_jaxpr(jax.grad(loss(remat)))(v["params"]))
+  assert jaxpr.count("checkpoint") + jaxpr.count("remat") >= 2

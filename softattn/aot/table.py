@@ -43,7 +43,7 @@ ROWS = [
     *[Row(f"i21k ViT-{v}", _I21K.format(v), t)
       for v in ("S/16", "B/16", "L/16") for t in ("v4-32", "v5e-256")],
     Row("i21k ViT-L/16, remat", _I21K.format("L/16") + ",remat=True", "v4-32",
-        note="`remat=True`: nn.scan over the blocks with nn.remat "
+        note="`remat=True`: nn.remat per block (unrolled) "
         "(nothing_saveable), for L/16 at 256 images per chip."),
     Row("i21k ViT-S/32 (ReLU-attention study)", _I21K.format("S/32"), "v4-32"),
     Row("ImageNet ResNet-50 (NormSoftmax loss study)",
