@@ -24,6 +24,7 @@ ACTS = {
     "relu": lambda x: np.maximum(x, 0),
     "relu2": lambda x: np.maximum(x, 0) ** 2,
     "gelu": _gelu_tanh,
+    "gelu_exact": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
     "softplus": lambda x: np.log1p(np.exp(x)),
     "identity": lambda x: x,
     "relu6": lambda x: np.clip(x, 0, 6),
