@@ -1,4 +1,5 @@
-"""Independent float64 NumPy references, written from ../shared/spec/normalizers.md.
+"""Independent float64 NumPy references, written from the formulas in the papers
+(as quoted in each ``softattn.normalizers`` docstring), not from that code.
 
 Each reference works on one row of *valid* scores (a 1-D array) and returns its
 weights; ``apply`` scatters rows back and gives masked keys 0. Nothing here
