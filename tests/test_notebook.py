@@ -37,6 +37,9 @@ def test_tour_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
   # The kernel imports this checkout's softattn even where it is not installed.
   monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
       p for p in (REPO, os.environ.get("PYTHONPATH", "")) if p))
+  # The kernel is this interpreter's ipykernel: no user-wide "python3"
+  # kernelspec (possibly another Python) may shadow it.
+  monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
   # A failing cell raises CellExecutionError naming the cell and its error.
   try:
     NotebookClient(nb, timeout=900, kernel_name="python3",
