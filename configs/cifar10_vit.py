@@ -3,7 +3,7 @@ r"""NormSoftmax's ViT on CIFAR-10 from scratch (Jiang et al. 2023, sec. 4.1).
 32x32 images, patch 4, hidden 256, MLP 1024, 8 heads of 32, depth 8; AdamW
 lr 1e-3, wd 0.1, 100 epochs of batch 100, 5 warmup epochs from 2e-4 then
 cosine to 0; label smoothing 0.1, random erasing 0.1, mixup 0.2, cutmix 1.0,
-TrivialAugment (see ``../shared/spec/experiments.md``).
+TrivialAugment, as the paper's sec. 4.1.
 
   python -m softattn.main \
       --config=configs/cifar10_vit.py:normalizer=normsoftmax(gamma=sqrt_d) \

@@ -125,9 +125,11 @@ def check_keys(config) -> ml_collections.ConfigDict:
 
 
 def one_line(e: BaseException) -> str:
-  """The first line of an exception's message (a ``ConfigError`` is one line)."""
-  msg = str(e).strip().splitlines()
-  return msg[0] if msg else type(e).__name__
+  """The first line of an exception's message (or its type name); a
+  ``KeyError``'s message without the quotes ``str`` adds."""
+  text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+  lines = text.strip().splitlines()
+  return lines[0] if lines else type(e).__name__
 
 
 def _merged(given: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -1,38 +1,159 @@
-r"""Command line: ``python -m softattn.main --config=<file>.py:<arg> --workdir=<dir>``.
+r"""Command line: ``python -m softattn.main --config=<file>.py[:<arg>] --workdir=<dir>``.
 
 Any config field can be overridden, e.g.
-``--config.total_steps=200 --config.model.normalizer='normsoftmax(gamma=inf)'``
-(ml_collections ``config_flags``; an unknown field is rejected by the flag
-parser). Rerunning the same command resumes from the latest checkpoint in
-``--workdir``. Exit codes: 0 done (or saved after SIGTERM), 2 config error
-(one line naming the fix), 3 non-finite loss/gradients (the message names the
-step; the last good checkpoint is kept).
+``--config.total_steps=200 --config.model.normalizer='normsoftmax(gamma=inf)'``;
+the text is parsed into the field's type as ``ml_collections.config_flags``
+does (``softattn.configlib``). Rerunning the same command resumes from the
+latest checkpoint in ``--workdir``.
+
+Exit codes:
+  0: done (or saved after SIGTERM).
+  2: a bad command line or config: one line on stderr naming the fix, printed
+     before anything is compiled (an unknown field or config arg, a value of
+     the wrong type, a normalizer parameter outside its domain, an unknown
+     model variant, a missing config file or dataset, ...).
+  3: non-finite loss/gradients (the message names the step; the last good
+     checkpoint is kept).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from typing import Sequence
 
 from absl import app, flags, logging
-from ml_collections import config_flags
+import ml_collections
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Config file, BigVision style: configs/<name>.py:<arg>.",
-    lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumes from it).")
+from softattn import configlib
+
+flags.DEFINE_string("config", None,
+                    "Config file, BigVision style: configs/<name>.py[:<arg>]; "
+                    "override fields with --config.<field>=<value>.")
+flags.DEFINE_string("workdir", None, "Output directory (resumes from it).")
 # Multi-process runs (config.multihost=True) off TPU pods/SLURM/MPI/k8s, e.g.
 # several processes on one machine; see softattn/multihost.py.
-_COORDINATOR = flags.DEFINE_string(
-    "coordinator_address", None, "host:port of process 0 (multihost only).")
-_NUM_PROCESSES = flags.DEFINE_integer(
-    "num_processes", None, "Number of processes (multihost only).")
-_PROCESS_ID = flags.DEFINE_integer(
-    "process_id", None, "This process's index (multihost only).")
+flags.DEFINE_string("coordinator_address", None,
+                    "host:port of process 0 (multihost only).")
+flags.DEFINE_integer("num_processes", None,
+                     "Number of processes (multihost only).")
+flags.DEFINE_integer("process_id", None, "This process's index (multihost only).")
+
+CONFIG_FLAG = "--config"
+
+
+class UsageError(ValueError):
+  """A bad command line: one line, naming the fix (exit code 2)."""
+
+
+@dataclasses.dataclass
+class Command:
+  """What the command line asks for: a checked config and a workdir."""
+  config: ml_collections.ConfigDict
+  workdir: str
+
+
+def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
+  """Separates ``--config.<field>[=<value>]`` overrides from the other flags.
+
+  Returns ``(other_argv, [(field, text), ...])``. A bare ``--config.<f>`` means
+  ``true`` and ``--noconfig.<f>`` ``false``, as absl's boolean flags.
+  """
+  rest, overrides = [], []
+  args = list(argv)
+  i = 0
+  while i < len(args):
+    arg = args[i]
+    name, eq, text = arg.partition("=")
+    if name.startswith(("--config.", "--noconfig.")):
+      field = name.split(".", 1)[1]
+      if name.startswith("--noconfig."):
+        text = "false"
+      elif not eq:
+        # ``--config.x value`` unless the next token is another flag.
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+          i += 1
+          text = args[i]
+        else:
+          text = "true"
+      overrides.append((field, text))
+    else:
+      rest.append(arg)
+    i += 1
+  return rest, overrides
+
+
+def parse_command_line(argv: Sequence[str]) -> Command:
+  """Parses ``argv`` (``argv[0]`` is the program) and loads the config.
+
+  Everything here is pure Python: no JAX backend is initialised and nothing
+  is compiled. Raises ``UsageError`` (one line) for anything wrong.
+  """
+  rest, overrides = split_overrides(argv)
+  flags.FLAGS.unparse_flags()  # a fresh parse, also when called again (tests)
+  try:
+    unparsed = flags.FLAGS(rest, known_only=False)
+  except flags.Error as e:
+    raise UsageError(f"{configlib.one_line(e)}; see --helpfull.") from None
+  if len(unparsed) > 1:
+    raise UsageError(f"unexpected arguments {unparsed[1:]}; every argument is "
+                     "a --flag (e.g. --config.total_steps=10).")
+  spec, workdir = flags.FLAGS.config, flags.FLAGS.workdir
+  if not spec:
+    raise UsageError("--config is required, e.g. "
+                     "--config=configs/quickstart.py:runlocal.")
+  if not workdir:
+    raise UsageError("--workdir is required (outputs and checkpoints go "
+                     "there, e.g. --workdir=/tmp/run).")
+  try:
+    config = configlib.load_file(spec)
+    for field, text in overrides:
+      configlib.apply_override(config, field, text)
+  except ValueError as e:
+    raise UsageError(str(e)) from None
+  return Command(config, workdir)
+
+
+def check_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """The training loop's own checks, then the model's construction.
+
+  ``train.resolve_config`` rejects unknown keys, names and datasets; building
+  the (unbound) model checks its fields, e.g. a ViT variant. Neither traces
+  nor compiles anything. Raises ``UsageError`` (one line).
+  """
+  from softattn import models, train  # pylint: disable=g-import-not-at-top
+  try:
+    cfg, _ = train.resolve_config(config)
+  except train.ConfigError as e:
+    raise UsageError(str(e)) from None
+  try:
+    models.build_model(cfg.model_name, **cfg.model.to_dict())
+  except (ValueError, TypeError, KeyError) as e:
+    raise UsageError(f"config.model_name={cfg.model_name!r} / config.model: "
+                     f"{configlib.one_line(e)}") from None
+  return cfg
+
+
+def fail(message: str, code: int) -> None:
+  print(message, file=sys.stderr)
+  sys.exit(code)
+
+
+_COMMAND: list[Command] = []
+
+
+def _parse_flags(argv):
+  # app.run's flags parser: a bad command line ends here with one line.
+  try:
+    _COMMAND.append(parse_command_line(argv))
+  except UsageError as e:
+    fail(f"config error: {e}", 2)
+  return argv[:1]
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  del argv  # parsed by _parse_flags
+  command = _COMMAND[-1]
   # The loop prints its own progress lines; library INFO logs (Orbax writes a
   # dozen lines per checkpoint) only with an explicit --verbosity=0.
   if not flags.FLAGS["verbosity"].present:
@@ -41,38 +162,35 @@ def main(argv):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")
   import jax  # pylint: disable=g-import-not-at-top
-  config = _CONFIG.value
-  if config.get("multihost", False):
+  coordinates = (flags.FLAGS.coordinator_address, flags.FLAGS.num_processes,
+                 flags.FLAGS.process_id)
+  if command.config.get("multihost", False):
     # One process per host; coordinates come from the flags or the cluster
     # environment (TPU pods, SLURM, ...). Before anything touches a device.
     from softattn import multihost  # pylint: disable=g-import-not-at-top
     try:
-      multihost.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
-                           _PROCESS_ID.value)
+      multihost.initialize(*coordinates)
     except multihost.MultihostError as e:
-      print(f"config error: {e}", file=sys.stderr)
-      sys.exit(2)
-  elif (_COORDINATOR.value or _NUM_PROCESSES.value
-        or _PROCESS_ID.value is not None):
-    print("config error: --coordinator_address/--num_processes/--process_id "
-          "need --config.multihost=True", file=sys.stderr)
-    sys.exit(2)
+      fail(f"config error: {e}", 2)
+  elif coordinates[0] or coordinates[1] or coordinates[2] is not None:
+    fail("config error: --coordinator_address/--num_processes/--process_id "
+         "need --config.multihost=True", 2)
   logging.info("JAX process %d/%d, %d local devices", jax.process_index(),
                jax.process_count(), jax.local_device_count())
   from softattn import train  # pylint: disable=g-import-not-at-top
   try:
-    train.train_and_evaluate(config, _WORKDIR.value)
+    check_config(command.config)
+    train.train_and_evaluate(command.config, command.workdir)
+  except UsageError as e:
+    fail(f"config error: {e}", 2)
   except train.ConfigError as e:
-    print(f"config error: {e}", file=sys.stderr)
-    sys.exit(2)
+    fail(f"config error: {e}", 2)
   except train.NonFiniteError as e:
-    print(f"training stopped: {e}", file=sys.stderr)
-    sys.exit(3)
+    fail(f"training stopped: {e}", 3)
 
 
 def run():
-  flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Independent float64 NumPy references, written from ../shared/spec/normalizers.md.
+"""Independent float64 NumPy references, written from the formulas in the papers
+(as quoted in each ``softattn.normalizers`` docstring), not from that code.
 
 Each reference works on one row of *valid* scores (a 1-D array) and returns its
 weights; ``apply`` scatters rows back and gives masked keys 0. Nothing here
@@ -24,6 +25,7 @@ ACTS = {
     "relu": lambda x: np.maximum(x, 0),
     "relu2": lambda x: np.maximum(x, 0) ** 2,
     "gelu": _gelu_tanh,
+    "gelu_exact": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
     "softplus": lambda x: np.log1p(np.exp(x)),
     "identity": lambda x: x,
     "relu6": lambda x: np.clip(x, 0, 6),

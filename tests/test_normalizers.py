@@ -243,7 +243,7 @@ def test_bad_parameters_and_specs():
     N.normsoftmax_learnable(jnp.ones((2, 3)))
   with pytest.raises(ValueError, match="cannot parse"):
     N.get("normsoftmax(gamma=")
-  with pytest.raises(ValueError, match="unknown act='tanh'.*relu"):
+  with pytest.raises(ValueError, match="act='tanh' is invalid; it must be one of relu"):
     N.relu_seqlen(jnp.ones((2, 3)), act="tanh")
   with pytest.raises(ValueError, match="prenorm needs an inner"):
     N.get("prenorm")
@@ -260,3 +260,72 @@ def test_jit_and_vmap():
   np.testing.assert_allclose(jax.jit(lambda x, m: f(x, mask=m))(s, mask), want)
   np.testing.assert_allclose(
       jax.vmap(lambda x, m: f(x, mask=m))(jnp.asarray(s), mask), want)
+
+
+def test_registry_docstring_examples_run_as_doctests():
+  import doctest  # pylint: disable=g-import-not-at-top
+  from softattn.normalizers import registry  # pylint: disable=g-import-not-at-top
+  result = doctest.testmod(registry, optionflags=doctest.ELLIPSIS)
+  assert result.attempted >= 10
+  assert result.failed == 0
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("normsoftmax(gamma=-1)", r"gamma=-1 is invalid; it must be in \(0, inf\]"),
+    ("normsoftmax(gamma=0)", r"gamma=0 is invalid"),
+    ("normsoftmax(gamma=-sqrt_d)", r"gamma=-1.0\*sqrt_d is invalid"),
+    ("normsoftmax(tau=0)", r"tau=0 is invalid"),
+    ("normsoftmax(eps=-1e-6)", r"eps=-1e-06 is invalid; it must be in \[0, inf\)"),
+    ("normsoftmax(gamma=abc)", r"gamma='abc' is invalid"),
+    ("relu_seqlen(alpha=2)", r"alpha=2 is invalid; it must be in \[0, 1\]"),
+    ("relu_seqlen(alpha=-0.5)", r"alpha=-0.5 is invalid"),
+    ("relu_seqlen(act=gelux)", r"act='gelux' is invalid; it must be one of relu"),
+    ("logitnorm(tau=-1)", r"tau=-1 is invalid; it must be in \(0, inf\] or None"),
+    ("softpick(eps=-1)", r"eps=-1 is invalid"),
+    ("sin_max(freq=nan)", r"freq=nan is invalid"),
+    ("siren_max(eps=-1)", r"eps=-1 is invalid"),
+    ("nap(g=inf)", r"g=inf is invalid"),
+    ("prenorm(softmax, eps=-1)", r"prenorm: eps=-1 is invalid"),
+])
+def test_parameters_outside_their_domain_are_rejected(spec, match):
+  with pytest.raises(ValueError, match=match):
+    N.get(spec)
+
+
+def test_domains_cover_every_parameter_and_are_documented():
+  for name in N.names():
+    if name == "prenorm":
+      continue
+    norm = N.get(name)
+    assert set(norm.domains) == set(norm.defaults), name
+    for key, domain in norm.domains.items():
+      assert f"{key}: {domain}" in norm.__doc__, (name, key)
+      default = norm.defaults[key]
+      if default is not N.REQUIRED:
+        domain.check(name, key, default)  # every default is in its domain
+
+
+def test_domains_checked_on_direct_calls_but_not_on_traced_values():
+  s = jnp.linspace(-1.0, 1.0, 5)
+  with pytest.raises(ValueError, match="alpha=1.5 is invalid"):
+    N.relu_seqlen(s, alpha=1.5)
+  with pytest.raises(ValueError, match="gamma=-2.0 is invalid"):
+    N.normsoftmax(s, gamma=-2.0)
+  # Learnable parameters are traced inside grad/jit: the model owns their range.
+  g = jax.grad(lambda w: N.normsoftmax_learnable(s, w=w)[0])(-3.0)
+  assert np.isfinite(g)
+  per_head = N.get("nap").bind(g=np.array([1.0, 2.0]))  # concrete arrays: checked
+  with pytest.raises(ValueError, match="g=.* is invalid"):
+    N.get("nap").bind(g=np.array([1.0, np.nan]))
+  assert per_head.params["g"].shape == (2,)
+
+
+def test_gelu_is_the_tanh_approximation_and_gelu_exact_the_erf_form():
+  s = jnp.linspace(-3.0, 3.0, 13)
+  x = np.asarray(s, np.float64)
+  n = len(x)
+  for act in ("gelu", "gelu_exact"):
+    np.testing.assert_allclose(N.relu_seqlen(s, act=act), R.ACTS[act](x) / n,
+                               atol=1e-6)
+  gap = np.abs(R.ACTS["gelu"](x) - R.ACTS["gelu_exact"](x)).max()
+  assert 1e-4 < gap < 1e-2  # close, but really two different functions

@@ -94,15 +94,15 @@ def test_load_resolves_each_run_and_builds_its_command(tmp_path):
 
 
 @pytest.mark.parametrize("sweep_body,extra,match", [
-    ('[{"model.normaliser": "relu"}]', [], "'normaliser' is not among.*normalizer"),
-    ('[{"modell.normalizer": "relu"}]', [], "Did you mean 'model'"),
-    ('[{"model": "x"}]', [], "names a config section"),
-    ('[{"seed.x": 1}]', [], "is a int, not a config section"),
-    ('[{"nothing": 3}]', [], "value is None"),
+    ('[{"model.normaliser": "relu"}]', [], "unknown config field 'model.normaliser' .did you mean 'normalizer'.*has: normalizer"),
+    ('[{"modell.normalizer": "relu"}]', [], "did you mean 'model'"),
+    ('[{"model": "x"}]', [], "is a section, not a field"),
+    ('[{"seed.x": 1}]', [], "config.seed is a int, not a section"),
+    ('[{"nothing": 3}]', [], "is None in the config file"),
     ('[{"seed": "zero"}]', [], "cannot set seed='zero'"),
     ('[{"seed": [1, 2]}]', [], "has type list"),
-    ('[{"seed": 1}]', ["totl_steps=3"], "'totl_steps' is not among"),
-    ('[{"seed": 1}]', ["total_steps=ten"], "not a int"),
+    ('[{"seed": 1}]', ["totl_steps=3"], "unknown config field 'totl_steps'"),
+    ('[{"seed": 1}]', ["total_steps=ten"], "config.total_steps='ten' is not a int"),
     ('[{"seed": 1}]', ["seed=2"], "already varies"),
     ('[{"seed": 1}, {"seed": 1}]', [], "identical runs"),
     ('[]', [], "empty"),
@@ -126,13 +126,13 @@ def test_cli_run_with_a_bad_override_creates_nothing(tmp_path, capsys):
   workdir = tmp_path / "runs"
   assert cli.main(["run", path, "--workdir", str(workdir)]) == 2
   err = capsys.readouterr().err
-  assert err.startswith("error: override 'model.normaliser' names no config")
+  assert err.startswith("error: override: unknown config field 'model.normaliser'")
   assert len(err.strip().splitlines()) == 1
   assert not workdir.exists()
 
 
 def test_missing_files_and_missing_sweep(tmp_path):
-  with pytest.raises(declaration.SweepError, match="does not exist"):
+  with pytest.raises(declaration.SweepError, match="not found"):
     declaration.load(str(tmp_path / "nope.py"))
   path = _write_sweep(tmp_path, "")
   with pytest.raises(declaration.SweepError, match="declares no sweep"):

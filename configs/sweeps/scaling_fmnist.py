@@ -1,7 +1,8 @@
 r"""Reduced-scale scaling demo: ViTs from mu-size up, three normalizers, Fashion-MNIST.
 
 The CPU-sized analogue of the ReLU-attention paper's scaling plot (Wortsman et
-al. 2023, Fig. 1; ``../shared/papers/relu-attention-wortsman2023.txt``): error
+al. 2023, "Replacing softmax with ReLU in Vision Transformers", arXiv
+2309.08586, Fig. 1): error
 against training compute, one curve per normalizer, for
 
 * ``softmax``;

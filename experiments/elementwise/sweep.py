@@ -1,7 +1,8 @@
 r"""Element-wise attention study (Baco China et al. 2023): Table 1 + appendix.
 
-Paper: ``../shared/papers/elementwise-attention-bacochina2023.txt``; setup:
-``../shared/spec/experiments.md``. The paper's own recipe is small and is
+Paper: Baco China & de Souza 2023, "Element-Wise Attention Layers: an option
+for optimization".
+Setup as below. The paper's own recipe is small and is
 used at both scales: 10 epochs, batch 4096 (Fashion-MNIST; 1024 for
 CIFAR-10), Adam lr 1e-3 (default betas, constant), every weight N(0, 0.02),
 biases 0, categorical cross-entropy, pixels in [0, 1], no augmentation.

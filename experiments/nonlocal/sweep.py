@@ -1,7 +1,8 @@
 r"""Scaled non-local study (Cho et al. 2022): Tables 1-3 as one sweep.
 
-Paper: ``../shared/papers/scaled-nonlocal-cho2022.txt``; setup:
-``../shared/spec/experiments.md``. One declaration, two scales:
+Paper: Cho et al. 2022, "Rethinking Efficacy of Softmax for Lightweight Non-
+Local Neural Networks".
+Setup as below. One declaration, two scales:
 
 * ``scale=full`` (for a GPU/TPU user): PreResNet-56 on CIFAR-10 (or
   ``dataset=cifar100``), 3 NL blocks with 4 heads in the second residual

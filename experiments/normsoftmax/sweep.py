@@ -1,7 +1,8 @@
 r"""NormSoftmax study (Jiang et al. 2023): acceleration, robustness, variants, loss.
 
-Paper: ``../shared/papers/normsoftmax-jiang2023.txt``; setup:
-``../shared/spec/experiments.md``. Two parts (``part=``), because the loss
+Paper: Jiang et al. 2023, "NormSoftmax: Normalize the Input of Softmax to
+Accelerate and Stabilize Training".
+Setup as below. Two parts (``part=``), because the loss
 study trains a different model:
 
 * ``part=attention`` (default): a ViT with softmax / NSM(gamma=sqrt(d)) /

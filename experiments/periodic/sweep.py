@@ -1,7 +1,8 @@
 r"""Periodic alternatives to softmax (Wang et al. 2021): the LeViT-style demo.
 
-Paper: ``../shared/papers/periodic-softmax-wang2021.txt``; setup:
-``../shared/spec/experiments.md``; model: ``softattn.models.levit_demo``
+Paper: Wang et al. 2021, "Escaping the Gradient Vanishing: Periodic
+Alternatives of Softmax in Attention Mechanism", arXiv 2108.07153.
+Setup as below; model: ``softattn.models.levit_demo``
 (stem of three stride-2 convs -> 16 tokens, pre-LN blocks with ReLU on q, k,
 v, weights ``f(q.k / sqrt(d_head))``, mean pool, linear head). Runs:
 

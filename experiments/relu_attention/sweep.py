@@ -1,7 +1,8 @@
 r"""ReLU-attention study (Wortsman et al. 2023): phi = n^-alpha h(s) vs softmax.
 
-Paper: ``../shared/papers/relu-attention-wortsman2023.txt``; setup:
-``../shared/spec/experiments.md``. Runs (all with qk-LayerNorm unless said):
+Paper: Wortsman et al. 2023, "Replacing softmax with ReLU in Vision
+Transformers", arXiv 2309.08586.
+Setup as below. Runs (all with qk-LayerNorm unless said):
 
 * Fig. 2: alpha in {0, 0.25, 0.5, 0.75, 1} x h in {relu, relu2, gelu,
   softplus, identity, sigmoid} (``relu_seqlen(alpha=a, act=h)``) and

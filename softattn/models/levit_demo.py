@@ -1,6 +1,6 @@
 """The periodic-softmax paper's LeViT-style demo (Wang et al. 2021).
 
-As the authors' demo code (spec, ``../shared/spec/experiments.md``):
+As the authors' demo code (Wang et al. 2021, arXiv 2108.07153):
 
 * stem: three 3x3 stride-2 convs with bias, ReLU after each,
   ``3 -> 32 -> 128 -> 512`` channels: 32x32 -> 4x4 = 16 tokens; no

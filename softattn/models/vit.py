@@ -254,6 +254,12 @@ class ViT(nn.Module):
   remat_policy: str = "nothing_saveable"
   dtype_mm: Any = None
 
+  def __post_init__(self):
+    # A typo in the variant fails where the model is built (a config error,
+    # one line), not later while tracing the first step.
+    decode_variant(self.variant)
+    super().__post_init__()
+
   def _arch(self):
     # ViT-B/16 < variant < fields set explicitly (as big_vision's factory).
     arch = dict(patch_size=(16, 16), width=768, depth=12, mlp_dim=None,

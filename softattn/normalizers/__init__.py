@@ -3,7 +3,8 @@
 Every normalizer is a ``Normalizer`` object, callable like a function and
 registered under its name; ``get(spec)`` accepts names and call-like strings
 (``"normsoftmax(gamma=inf)"``), ``names()`` lists them. The math and its sources
-are in each docstring and in ``../shared/spec/normalizers.md``.
+are in each docstring (formula, paper and equation; *inferred* choices
+marked), with each parameter's valid domain.
 """
 
 from softattn.normalizers.core import (

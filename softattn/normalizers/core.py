@@ -33,6 +33,8 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from softattn.normalizers import domains as domains_lib
+
 MODES = ("exp", "ratio", "pointwise", "softpick", "rowwise")
 NEEDS = ("none", "count", "moments")
 
@@ -189,6 +191,8 @@ class Normalizer:
     is_distribution: whether weights sum to 1 over unmasked keys.
     default_scale: score scale that attention uses when the caller gives none;
       ``None`` means ``1/sqrt(head_dim)``.
+    domains: each parameter's valid values (``domains.Domain``), checked by
+      ``bind`` and on every call; listed at the end of the docstring.
     doc: the docstring shown by ``help``.
   """
   name: str
@@ -203,6 +207,8 @@ class Normalizer:
   eps_param: str | None = None
   is_distribution: bool = True
   default_scale: float | None = None
+  domains: Mapping[str, domains_lib.Domain] = dataclasses.field(
+      default_factory=dict)
   doc: str = ""
 
   def __post_init__(self):
@@ -210,12 +216,21 @@ class Normalizer:
       raise ValueError(f"mode {self.mode!r} is not one of {MODES}")
     if self.needs not in NEEDS:
       raise ValueError(f"needs {self.needs!r} is not one of {NEEDS}")
-    object.__setattr__(self, "__doc__", self.doc)
+    undeclared = sorted(set(self.domains) - set(self.defaults))
+    if undeclared:
+      raise ValueError(f"{self.name}: domains for unknown parameters {undeclared}")
+    doc = self.doc
+    table = domains_lib.describe(self.domains)
+    if table and table not in doc:
+      doc = doc.rstrip() + "\n" + table
+    object.__setattr__(self, "doc", doc)
+    object.__setattr__(self, "__doc__", doc)
 
   # -- parameters -------------------------------------------------------------
   def bind(self, **params) -> "Normalizer":
     """Returns a copy with ``params`` fixed; unknown names raise ValueError."""
     self._check_names(params)
+    self._check_domains(params)
     return dataclasses.replace(self, params={**self.params, **params})
 
   def _check_names(self, params):
@@ -225,6 +240,11 @@ class Normalizer:
       raise ValueError(
           f"normalizer {self.name!r} has no parameter(s) {unknown}; valid "
           f"parameters: {valid}.")
+
+  def _check_domains(self, params):
+    for k, v in params.items():
+      if k in self.domains and v is not REQUIRED:
+        self.domains[k].check(self.name, k, v)
 
   def resolve(self, params: Mapping[str, Any] | None = None,
               head_dim: int | None = None) -> dict[str, Any]:
@@ -245,6 +265,7 @@ class Normalizer:
               f"{self.name}: parameter {k}={v!r} depends on the head dim; call "
               f"through dot_product_attention or pass head_dim=.")
         out[k] = v.resolve(head_dim)
+    self._check_domains(out)
     return out
 
   @property

@@ -10,13 +10,17 @@ import math
 import jax.numpy as jnp
 
 from softattn.normalizers.core import Normalizer, RowStats, row_stats
+from softattn.normalizers.domains import EPS, POSITIVE, REAL
 
 _PERIODIC_DEFAULTS = dict(freq=1.0, eps=1e-6)
+# freq > 0 is *inferred*: a negative one only mirrors g, and 0 makes g constant.
+_PERIODIC_DOMAINS = dict(freq=POSITIVE, eps=EPS)
 
 
 def _periodic(name, g, doc):
   return Normalizer(
       name=name, mode="ratio", needs="none", defaults=dict(_PERIODIC_DEFAULTS),
+      domains=_PERIODIC_DOMAINS,
       transform=lambda s, stats, *, freq, eps: g(freq * s), eps_param="eps",
       doc=doc + """
     ``freq`` multiplies the scores inside ``g`` (default 1); ``eps`` guards the
@@ -63,6 +67,7 @@ def _siren(s, stats, *, freq, eps):
 siren_max = Normalizer(
     name="siren_max", mode="ratio", needs="none",
     defaults=dict(_PERIODIC_DEFAULTS), transform=_siren, eps_param="eps",
+    domains=_PERIODIC_DOMAINS,
     doc=r"""Siren-max: ``g = (1 + sin s) / (2 - 2 sin s)`` (Wang et al. 2021).
 
     Form confirmed in the authors' code. Unbounded at ``s = pi/2 + 2 k pi``:
@@ -78,6 +83,7 @@ def _sin_softmax(s, stats, *, freq, post_scale):
 sin_softmax = Normalizer(
     name="sin_softmax", mode="exp", needs="none",
     defaults=dict(freq=1.0, post_scale=1.0), transform=_sin_softmax,
+    domains=dict(freq=POSITIVE, post_scale=REAL),
     exp_upper=lambda *, freq, post_scale: abs(post_scale),
     doc=r"""Sin-softmax: ``w = softmax(post_scale * sin(freq * s))`` (Wang et al. 2021).
 
@@ -90,6 +96,7 @@ sin_softmax = Normalizer(
 
 taylor_softmax = Normalizer(
     name="taylor_softmax", mode="ratio", needs="none", defaults=dict(eps=0.0),
+    domains=dict(eps=EPS),
     transform=lambda s, stats, *, eps: 1.0 + s + 0.5 * s * s, eps_param="eps",
     doc=r"""Second-order Taylor softmax (de Brébisson & Vincent 2016).
 

@@ -8,11 +8,13 @@ import jax
 import jax.numpy as jnp
 
 from softattn.normalizers.core import Normalizer
+from softattn.normalizers.domains import EPS, REAL, Domain
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
     "relu2": lambda x: jnp.square(jax.nn.relu(x)),
-    "gelu": jax.nn.gelu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=True),  # tanh form
+    "gelu_exact": lambda x: jax.nn.gelu(x, approximate=False),  # erf form
     "softplus": jax.nn.softplus,
     "identity": lambda x: x,
     "relu6": jax.nn.relu6,
@@ -40,13 +42,21 @@ def _relu_seqlen(s, stats, *, alpha, act):
 relu_seqlen = Normalizer(
     name="relu_seqlen", mode="pointwise", needs="count",
     defaults=dict(alpha=1.0, act="relu"), transform=_relu_seqlen,
+    domains=dict(alpha=Domain(lo=0.0, hi=1.0, note="the paper's range"),
+                 act=Domain(choices=tuple(ACTIVATIONS))),
     linear_coef=lambda n, *, alpha, act: n ** (-alpha),
     is_distribution=False,
     doc=r"""ReLU attention family (Wortsman et al. 2023).
 
     ``w = n^(-alpha) * h(s)`` with ``n`` the number of unmasked keys and ``h`` in
-    ``relu, relu2 (= relu^2), gelu, softplus, identity, relu6, sigmoid``.
-    The headline is ``relu / n`` (``alpha=1``). Not a distribution. With
+    ``relu, relu2 (= relu^2), gelu, gelu_exact, softplus, identity, relu6,
+    sigmoid``; ``alpha`` in ``[0, 1]`` as in the paper's sweep. The headline is
+    ``relu / n`` (``alpha=1``). Not a distribution.
+
+    ``act='gelu'`` is the tanh approximation
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, as ``jax.nn.gelu``'s
+    default and so flax's and big_vision's MLPs; ``act='gelu_exact'`` is
+    ``x Phi(x)`` with the Gaussian CDF (erf). They differ by at most ~1e-3. With
     ``act='identity'`` it is linear in the scores, so attention can compute it
     as ``Q (K^T V)`` in O(n d^2). qk-LayerNorm and the gated unit live in
     ``softattn.nn.MultiHeadAttention``.
@@ -73,6 +83,7 @@ def _sigmoid(s, stats, *, bias):
 
 sigmoid = Normalizer(
     name="sigmoid", mode="pointwise", needs="count", defaults=dict(bias=None),
+    domains=dict(bias=Domain(lo_open=True, hi_open=True, allow_none=True)),
     transform=_sigmoid, is_distribution=False,
     doc=r"""Sigmoid attention (Ramapuram et al. 2024, arXiv 2409.04431).
 
@@ -88,6 +99,7 @@ def _nap(s, stats, *, g, b, eps):
 nap = Normalizer(
     name="nap", mode="pointwise", needs="moments",
     defaults=dict(g=1.0, b=0.0, eps=1e-6), transform=_nap,
+    domains=dict(g=REAL, b=REAL, eps=EPS),
     is_distribution=False,
     doc=r"""Normalized attention pooling (Richter & Wattenhofer 2020).
 

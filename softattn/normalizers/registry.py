@@ -1,14 +1,34 @@
 """One registry of normalizers, addressed by name or call-like spec string.
 
+>>> import jax.numpy as jnp
 >>> get("softmax")
+Normalizer(softmax)
 >>> get("normsoftmax(gamma=inf)")
->>> get("relu_seqlen(alpha=0.5, act='gelu')")
+Normalizer(normsoftmax(gamma=inf))
+>>> get("relu_seqlen(alpha=0.5, act=gelu_exact)")
+Normalizer(relu_seqlen(alpha=0.5, act='gelu_exact'))
 >>> get("prenorm(sin2_max_shifted)")
+Normalizer(prenorm(sin2_max_shifted))
 >>> get("normsoftmax(gamma=sqrt_d/2)")   # resolved by attention from head_dim
+Normalizer(normsoftmax(gamma=0.5*sqrt_d))
+>>> get("softmax")(jnp.zeros(4)).tolist()
+[0.25, 0.25, 0.25, 0.25]
+>>> w = get("relu_seqlen")(jnp.array([-1.0, 1.0, 2.0]), mask=jnp.array([1, 1, 0]))
+>>> w.tolist()   # relu(s) / n with n = 2 unmasked keys; the masked one gets 0
+[0.0, 0.5, 0.0]
+>>> get("normsofmax")
+Traceback (most recent call last):
+ValueError: unknown normalizer 'normsofmax'; valid names: cos_max, ...
+>>> get("normsoftmax(gamma=-1)")
+Traceback (most recent call last):
+ValueError: normsoftmax: gamma=-1 is invalid; it must be in (0, inf].
 
 Spec strings are parsed with Python's ``ast`` (never ``eval``): values are
 literals, ``inf``/``nan``/``pi``, ``sqrt_d`` expressions, or bare words taken as
 strings (``act=gelu`` is ``act='gelu'``), so configs need no nested quotes.
+Parameters outside their domain (``domains.Domain``) are rejected here.
+``tests/test_normalizers.py`` runs these examples as doctests
+(``ELLIPSIS`` on).
 """
 
 from __future__ import annotations
@@ -18,6 +38,7 @@ import math
 from typing import Callable, Union
 
 from softattn.normalizers.core import Normalizer, SqrtHeadDim
+from softattn.normalizers.domains import EPS
 from softattn.normalizers.periodic import make_prenorm
 
 _REGISTRY: dict[str, Union[Normalizer, Callable[..., Normalizer]]] = {}
@@ -126,6 +147,7 @@ def _prenorm_factory(inner: Normalizer | str | None = None, *, eps=1e-5,
   if inner is None:
     raise ValueError("prenorm needs an inner normalizer, e.g. "
                      "'prenorm(softmax)' or 'prenorm(sin2_max_shifted)'.")
+  EPS.check("prenorm", "eps", eps)
   return make_prenorm(get(inner), eps)
 
 

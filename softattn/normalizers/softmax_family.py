@@ -4,6 +4,7 @@ scalable softmax, softpick."""
 import jax.numpy as jnp
 
 from softattn.normalizers.core import REQUIRED, Normalizer
+from softattn.normalizers.domains import EPS, POSITIVE, REAL, Domain
 
 
 def _std(stats, eps):
@@ -27,7 +28,7 @@ def _nsm(s, stats, *, gamma, tau, eps):
 normsoftmax = Normalizer(
     name="normsoftmax", mode="exp", needs="moments",
     defaults=dict(gamma=jnp.inf, tau=1.0, eps=1e-6), transform=_nsm,
-    default_scale=1.0,
+    domains=dict(gamma=POSITIVE, tau=POSITIVE, eps=EPS), default_scale=1.0,
     doc=r"""NormSoftmax (Jiang et al. 2023, eq. 4 and 29).
 
     ``w = softmax((s - mean(s)) / (tau * min(std(s), gamma)))``
@@ -56,7 +57,7 @@ def _nsm_learnable(s, stats, *, w, eps):
 normsoftmax_learnable = Normalizer(
     name="normsoftmax_learnable", mode="exp", needs="moments",
     defaults=dict(w=REQUIRED, eps=1e-6), transform=_nsm_learnable,
-    default_scale=1.0,
+    domains=dict(w=REAL, eps=EPS), default_scale=1.0,
     doc=r"""NormSoftmax variant f1 (Jiang et al. 2023, Table 1).
 
     ``w_i = softmax(w * s / std(s))`` with a learnable scalar ``w`` (pass it as
@@ -73,7 +74,7 @@ def _nsm_inverse(s, stats, *, gamma, eps):
 normsoftmax_inverse = Normalizer(
     name="normsoftmax_inverse", mode="exp", needs="moments",
     defaults=dict(gamma=1.0, eps=1e-6), transform=_nsm_inverse,
-    default_scale=1.0,
+    domains=dict(gamma=POSITIVE, eps=EPS), default_scale=1.0,
     doc=r"""NormSoftmax variant f2, inverse clipping (Jiang et al. 2023, Table 1).
 
     ``w = softmax(s / max(std(s), gamma))``. Table 1 used ``gamma = sqrt(d)``
@@ -91,6 +92,7 @@ def _logitnorm(s, stats, *, tau, eps):
 logitnorm = Normalizer(
     name="logitnorm", mode="exp", needs="moments",
     defaults=dict(tau=None, eps=1e-6), transform=_logitnorm,
+    domains=dict(tau=Domain(lo=0.0, lo_open=True, allow_none=True), eps=EPS),
     default_scale=1.0,
     doc=r"""LogitNorm (Wei et al. 2022; as compared in Jiang et al. 2023 eq. 8).
 
@@ -108,6 +110,7 @@ def _ssmax(s, stats, *, s_scale):
 ssmax = Normalizer(
     name="ssmax", mode="exp", needs="count",
     defaults=dict(s_scale=REQUIRED), transform=_ssmax,
+    domains=dict(s_scale=REAL),
     doc=r"""Scalable softmax (Nakanishi 2025, arXiv 2501.19399).
 
     ``w = softmax(s_scale * log(n) * s)``: the temperature grows with the number
@@ -118,6 +121,7 @@ ssmax = Normalizer(
 
 softpick = Normalizer(
     name="softpick", mode="softpick", needs="none", defaults=dict(eps=1e-6),
+    domains=dict(eps=EPS),
     transform=lambda s, stats, eps: s, eps_param="eps", is_distribution=False,
     doc=r"""Softpick (Zuhri et al. 2025, arXiv 2504.20966).
 

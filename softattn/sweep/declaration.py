@@ -15,28 +15,26 @@ rejects config keys it does not know. Because the base config is the file's own
 ``get_config``, every run is launched as ``python -m softattn.main
 --config=<file>:<arg> --workdir=<sweep_dir>/<run> --config.<field>=<value> ...``,
 so a run can be reproduced by hand from its printed command, locally or on a TPU
-VM, and the overrides are applied by ``ml_collections.config_flags`` itself.
+VM, and the overrides are checked here by the same ``softattn.configlib`` code
+that ``softattn.main`` applies them with.
 
 Every override is checked against the base config *before anything runs*: a path
 that names no field, a subtree instead of a leaf, a field whose base value is
-``None`` (config flags cannot override those), or a value of the wrong type is a
+``None`` (no type to parse into), or a value of the wrong type is a
 ``SweepError`` naming the run, the field and the fix.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import difflib
 import fnmatch
-import importlib.util
-import inspect
 import os
 from typing import Any, Sequence
 
 import ml_collections
 from ml_collections.config_flags import config_path as cfg_path
 
+from softattn import configlib
 from softattn.sweep import grid
 
 # Types ``config_flags`` knows how to parse from a ``--config.<field>=`` flag.
@@ -93,33 +91,21 @@ class Sweep:
 
 def split_spec(spec: str) -> tuple[str, str | None]:
   """``"configs/sweeps/x.py:demo"`` -> ``("configs/sweeps/x.py", "demo")``."""
-  path, sep, arg = spec.partition(":")
-  return path, (arg if sep else None)
+  return configlib.split_spec(spec)
 
 
 def _call(fn, arg):
-  # ``get_config()`` files without an ``arg`` parameter are common; pass the
-  # arg only where one was given, as ml_collections' config flags do.
-  if arg is None:
-    return fn()
-  if not inspect.signature(fn).parameters:
-    raise SweepError(f"{fn.__module__}.{fn.__name__}() takes no argument but "
-                     f"the sweep spec gave {arg!r}; drop ':{arg}'.")
-  return fn(arg)
+  try:
+    return configlib.call_with_arg(fn, arg)
+  except ValueError as e:
+    raise SweepError(str(e)) from None
 
 
 def _load_module(path: str):
-  if not os.path.isfile(path):
-    raise SweepError(f"sweep config {path!r} does not exist (paths are "
-                     f"relative to {os.getcwd()!r}).")
-  name = "softattn_sweep_config_" + os.path.splitext(
-      os.path.basename(path))[0].replace("-", "_")
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  if not hasattr(module, "get_config"):
-    raise SweepError(f"sweep config {path!r} defines no get_config(arg).")
-  return module
+  try:
+    return configlib.load_module(path)
+  except ValueError as e:
+    raise SweepError(f"sweep {e}") from None
 
 
 def config_from_file(path: str, arg: str | None = None, *,
@@ -186,35 +172,12 @@ def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
   return Sweep(path=path, arg=arg, base=base, runs=runs)
 
 
-def _missing(path: str, holder, key: str) -> SweepError:
-  valid = sorted(holder.keys())
-  close = difflib.get_close_matches(key, valid, n=1)
-  hint = f" Did you mean {close[0]!r}?" if close else ""
-  return SweepError(f"override {path!r} names no config field: {key!r} is not "
-                    f"among {valid}.{hint} Fix the sweep's field name.")
-
-
 def check_field(config: ml_collections.ConfigDict, path: str) -> type:
   """Returns the type of leaf ``path`` in ``config``, or raises ``SweepError``."""
-  holder = config
-  keys = path.split(".")
-  for i, key in enumerate(keys):
-    if not isinstance(holder, ml_collections.ConfigDict):
-      raise SweepError(f"override {path!r}: {'.'.join(keys[:i])!r} is a "
-                       f"{type(holder).__name__}, not a config section.")
-    if key not in holder:
-      raise _missing(path, holder, key)
-    holder = holder[key]
-  if isinstance(holder, ml_collections.ConfigDict):
-    raise SweepError(f"override {path!r} names a config section, not a field; "
-                     f"override its fields ({path}.<field>) instead.")
-  field_type = cfg_path.get_type(path, config)
-  if field_type is type(None):
-    raise SweepError(
-        f"override {path!r}: the base config's value is None, which "
-        "--config flags cannot override; give the field a typed default or "
-        "ml_collections.config_dict.placeholder(<type>).")
-  return field_type
+  try:
+    return configlib.field_type(config, path)
+  except ValueError as e:
+    raise SweepError(f"override: {e}") from None
 
 
 def resolve(base: ml_collections.ConfigDict, overrides: dict[str, Any],
@@ -243,29 +206,15 @@ def parse_assignments(assignments: Sequence[str],
     path, sep, raw = text.partition("=")
     if not sep:
       raise SweepError(f"--set {text!r}: expected field=value.")
-    field_type = check_field(base, path)
-    out[path] = _parse_value(raw, field_type, path)
+    try:
+      out[path] = configlib.parse_value(base, path, raw)
+    except ValueError as e:
+      raise SweepError(f"--set: {e}") from None
   return out
 
 
-def _parse_value(raw: str, field_type: type, path: str):
-  try:
-    if field_type is bool:
-      if raw.lower() not in ("true", "false", "1", "0"):
-        raise ValueError(raw)
-      return raw.lower() in ("true", "1")
-    if field_type in (int, float):
-      return field_type(raw)
-    if field_type is tuple:
-      return tuple(ast.literal_eval(raw))
-    return raw
-  except (ValueError, SyntaxError):
-    raise SweepError(f"--set {path}={raw!r}: not a {field_type.__name__}.") \
-        from None
-
-
 def flag_value(value: Any) -> str:
-  """The text ``config_flags`` parses back into ``value``."""
+  """The text ``configlib.parse_value`` (as ``config_flags``) reads back as ``value``."""
   if isinstance(value, bool):
     return "true" if value else "false"
   if isinstance(value, float):

@@ -1,7 +1,8 @@
 """Saturating power law of error against compute, with its uncertainty.
 
-The scaling curves of the ReLU-attention paper (Wortsman et al. 2023, Fig. 1,
-``../shared/papers/relu-attention-wortsman2023.txt``) plot error against
+The scaling curves of the ReLU-attention paper (Wortsman et al. 2023,
+"Replacing softmax with ReLU in Vision Transformers", arXiv 2309.08586,
+Fig. 1) plot error against
 training compute for growing ViTs; we summarise each normalizer's curve by
 
 .. math::
