@@ -83,6 +83,12 @@ def _compile(arg):
   pytest.importorskip("libtpu", reason="needs the tpu-aot extra")
   from softattn import aot  # pylint: disable=g-import-not-at-top
   cfg = declaration.config_from_file("configs/quickstart.py", arg)
+  # Dense attention: on TPU `auto` picks the Pallas kernels, which pad the
+  # quickstart's 49 tokens to one 128-key block (their cost, counted from
+  # the kernels' CostEstimate, is tested below); here XLA's own count of
+  # the model is checked against the jaxpr's.
+  with cfg.unlocked():
+    cfg.model.implementation = "dense"
   return aot.compile_config(cfg, "v5e:2x2", programs=("train",))
 
 
@@ -111,3 +117,15 @@ def test_oversized_model_is_reported_as_not_fitting():
   assert train.oom.used_bytes > train.oom.limit_bytes > 15 * 2**30
   assert train.hbm_bytes == train.oom.used_bytes
   assert "verdict: does not fit" in roofline.describe(c)
+
+
+def test_pallas_kernels_count_their_declared_cost_not_one_grid_step():
+  """A Pallas kernel's jaxpr is one grid step: the analytic count takes the
+  call's CostEstimate (forward 2 matmuls, dQ 3, dK/dV 4 for a pointwise
+  normalizer), which is also what XLA's cost analysis counts."""
+  from softattn import dot_product_attention
+  q = jnp.ones((1, 128, 2, 64))
+  f = lambda q: dot_product_attention(q, q, q, normalizer="sigmoid",
+                                      implementation="pallas").sum()
+  one = 2 * 128 * 128 * 64 * 2  # 2 x MACs of one [128, 128] x [128, 64] per head
+  assert flops.matmul_flops(jax.grad(f), q) == pytest.approx(9 * one)

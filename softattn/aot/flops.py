@@ -61,6 +61,7 @@ def jaxpr_matmul_flops(jaxpr) -> float:
   """2 x MACs of every ``dot_general`` / ``conv_general_dilated`` in ``jaxpr``.
 
   Descends into sub-jaxprs (``pjit``, ``custom_vjp``, ``checkpoint``, ...);
+  a ``pallas_call`` counts its declared ``CostEstimate`` FLOPs;
   a ``scan`` body counts ``length`` times, a ``while`` body once (its trip
   count is not static), ``cond`` its most expensive branch.
   """
@@ -71,6 +72,12 @@ def jaxpr_matmul_flops(jaxpr) -> float:
       total += _dot_flops(eqn)
     elif name == "conv_general_dilated":
       total += _conv_flops(eqn)
+    elif name == "pallas_call":
+      # A kernel's body is one grid step, not the call: count what the
+      # kernel declares for the whole call (softattn.pallas gives every
+      # kernel a pl.CostEstimate of its matmuls), as XLA's cost analysis does.
+      cost = eqn.params.get("cost_estimate")
+      total += float(cost.flops) if cost is not None else 0.0
     elif name == "cond":
       total += max(jaxpr_matmul_flops(b.jaxpr) for b in eqn.params["branches"])
     else:
