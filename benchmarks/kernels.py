@@ -102,7 +102,7 @@ def main():
   args = ap.parse_args()
   lengths = [4096] if args.quick else [1024, 4096]
   normalizers = (["softmax"] if args.quick
-                 else ["softmax", "sigmoid", "normsoftmax"])
+                 else ["softmax", "sigmoid", "normsoftmax", "sin2_max_shifted"])
   for c in blocks.CHIPS:
     print(blocks.describe(c))
   vmem = vmem_table()

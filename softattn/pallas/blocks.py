@@ -94,7 +94,8 @@ def footprint(kernel: str, bq: int, bk: int, d: int, dv: int, itemsize: int,
   row_vec = bq * _lane_pad(rows) * f32       # a [bq, R] f32 block, lane-padded
   mask = 8 * bk * 4                          # [1, bk] int32, sublane-padded
   if kernel == "forward":
-    blocks = (bq * d + bk * d + bk * dv + bq * dv) * itemsize + mask
+    # The output block is f32 (the backward's ``di`` needs the unrounded o).
+    blocks = (bq * d + bk * d + bk * dv) * itemsize + bq * dv * f32 + mask
     blocks += 2 * row_vec                    # statistics/params in, residual out
     scratch = bq * dv * f32 + 2 * bq * LANES * f32
   elif kernel == "backward":
@@ -151,10 +152,12 @@ KERNEL_MATMULS = {"stats": ("d",), "forward": ("d", "dv"),
 
 
 def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
-                  dv: int, itemsize: int, causal: bool):
+                  dv: int, itemsize: int, causal: bool, pv_passes: int = 1):
   """``pl.CostEstimate`` of one kernel over its whole grid.
 
-  FLOPs: 2 per multiply-add of ``KERNEL_MATMULS``. Transcendentals: one per
+  FLOPs: 2 per multiply-add of ``KERNEL_MATMULS``, the forward's PV
+  ``pv_passes`` times (2 for the ratio mode in bf16, ``modes._pv_split``).
+  The forward writes its output in f32. Transcendentals: one per
   score (exp, sigmoid, sin, log: an estimate, the exact count depends on the
   normalizer). Bytes: each input and output once (a lower bound: K/V blocks
   are re-read once per query block). Causal halves the pairs.
@@ -163,7 +166,10 @@ def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
   pairs = b * h * lq * lk // (2 if causal else 1)
   widths = {"d": d, "dv": dv}
   flops = 2 * pairs * sum(widths[w] for w in KERNEL_MATMULS[kernel])
-  io = b * h * (lq * d + lk * d + lk * dv + lq * dv) * itemsize
+  if kernel == "forward":
+    flops += 2 * pairs * dv * (pv_passes - 1)
+  out_size = 4 if kernel == "forward" else itemsize
+  io = b * h * ((lq * d + lk * d + lk * dv) * itemsize + lq * dv * out_size)
   if kernel in ("dq", "dkv"):
     io += b * h * (lq * d + lk * d + lk * dv) * itemsize  # dO in, grads out
   return pl.CostEstimate(flops=int(flops), transcendentals=int(pairs),

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from softattn.pallas import blocks, tile
+from softattn.pallas import blocks, modes, tile
 from softattn.pallas.modes import MODES
 
 
@@ -141,7 +141,7 @@ def attention(cfg: tile.Config, q, k, v, rows, mask):
         in_specs=specs,
         out_specs=[pl.BlockSpec((None, None, cfg.bq, dv), qmap),
                    pl.BlockSpec((None, None, cfg.bq, 2), qmap)],
-        out_shape=[jax.ShapeDtypeStruct((b, h, lq, dv), v.dtype),
+        out_shape=[jax.ShapeDtypeStruct((b, h, lq, dv), jnp.float32),
                    jax.ShapeDtypeStruct((b, h, lq, 2), jnp.float32)],
         scratch_shapes=[pltpu.VMEM((cfg.bq, 1), jnp.float32),
                         pltpu.VMEM((cfg.bq, 1), jnp.float32),
@@ -149,6 +149,6 @@ def attention(cfg: tile.Config, q, k, v, rows, mask):
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
             "forward", b, h, lq, k.shape[2], d, dv, q.dtype.itemsize,
-            cfg.causal),
+            cfg.causal, pv_passes=modes.pv_passes(cfg.mode, v.dtype)),
         interpret=interpret, name="softattn_forward")
   return run(cfg, build, *args)

@@ -81,7 +81,30 @@ def _pointwise_grad(t, valid, dp, res_a, res_b, di):
 def _ratio_update(carry, t, valid, v):
   m, l, acc = carry
   g = jnp.where(valid, t, 0.0)
-  return m, l + jnp.sum(g, axis=-1, keepdims=True), acc + pv(g, v)
+  return m, l + jnp.sum(g, axis=-1, keepdims=True), acc + _pv_split(g, v)
+
+
+def _pv_split(g, v):
+  """``g @ v`` with ``g`` as a bf16 pair ``hi + lo`` (two MXU passes, ~16
+  bits of ``g``) when ``v`` is low precision.
+
+  Why not one rounded pass, as the other modes: with sign-changing ``g``
+  (sin_max, siren_max, sin2_max_shifted's causal rows) ``sum|g| / Z``
+  reaches 1e3. Rounding ``g`` for ``g @ v`` but not in ``Z`` makes ``o``
+  inconsistent with the weights ``g / Z``, and the backward's ``di = do . o``
+  amplifies that: bf16 dQ/dK were ~10x less accurate than the dense path.
+  Rounding ``g`` in ``Z`` too keeps them consistent but moves ``Z`` itself
+  when it is a small difference of large terms (sin_max: 50x worse ``o``).
+  """
+  if v.dtype == jnp.float32:
+    return pv(g, v)
+  hi = g.astype(v.dtype).astype(jnp.float32)
+  return pv(hi, v) + pv(g - hi, v)
+
+
+def pv_passes(mode: str, dtype) -> int:
+  """MXU passes of the forward's ``w @ v`` (for the cost estimate)."""
+  return 2 if mode == "ratio" and jnp.dtype(dtype) != jnp.float32 else 1
 
 
 def _ratio_finish(carry, eps):

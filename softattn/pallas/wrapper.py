@@ -124,8 +124,11 @@ def _core_fwd(cfg, q, k, v, nrow, prow, kmask):
 
 def _core_bwd(cfg, saved, do):
   q, k, v, nrow, prow, kmask, rows, out, res = saved
-  di = jnp.sum(do.astype(jnp.float32) * out.astype(jnp.float32), axis=-1,
-               keepdims=True)
+  # ``out`` is the kernel's f32 output, not the rounded one the caller got:
+  # in the ratio modes ``dt = (dp - di) / Z`` and a small ``Z`` turns a
+  # bf16-rounded ``o`` in ``di = do . o`` into large gradient errors.
+  di = jnp.sum(do * out, axis=-1, keepdims=True)
+  do = do.astype(v.dtype)  # the backward matmuls run in the inputs' dtype
   brows = jnp.concatenate([res, di], axis=-1)
   args = (q, k, v, do, rows, brows)
   drows = None
@@ -157,8 +160,8 @@ def _per_shard(cfg, query, key, value, prow, kmask):
   nrow = _pad(nrow, 2, lq_pad, 1.0)
   if prow is not None:
     prow = _pad(prow, 2, lq_pad, 0.0)
-  out = _core(cfg, q, k, v, nrow, prow, kmask)
-  return jnp.transpose(out[:, :, :lq], (0, 2, 1, 3))
+  out = _core(cfg, q, k, v, nrow, prow, kmask)  # f32, see _core_bwd
+  return jnp.transpose(out[:, :, :lq], (0, 2, 1, 3)).astype(value.dtype)
 
 
 def pallas_attention(query, key, value, norm, p, mask, scale, causal,

@@ -156,5 +156,6 @@ def load_module(path: str):
 
 
 def dump_json(path: str, obj: Any) -> None:
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   with open(path, "w") as f:
     json.dump(obj, f, indent=1, sort_keys=True, default=repr)
