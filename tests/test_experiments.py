@@ -246,7 +246,7 @@ def test_periodic_from_csv(tmp_path):
   assert v["fig7.boundary"].word == studies.CONFIRMED
   # The inverted depth trend: contradicted, and said so in the header.
   assert v["t2.depth_helps_softmax"].word == studies.CONTRADICTED
-  assert "Inverted depth trend" in (out / "RESULTS.md").read_text()
+  assert "No depth gain (inverted)" in (out / "RESULTS.md").read_text()
   assert "diverged (1/1)" in (out / "RESULTS.md").read_text()
   for png in ("depth.png", "saturation.png", "attention_maps.png"):
     assert (out / png).exists()
@@ -475,3 +475,33 @@ def test_export_reads_status_fields_and_metrics(tmp_path):
   assert len(runs) == sum(len(declaration.load(
       f"{study.spec}:{a}" if a else study.spec).runs)
                           for a in study.all_parts().values())
+
+
+# ----------------------------------------------------------------------------
+# The committed per-run data and what was generated from it.
+
+COMMITTED = sorted(
+    name for name in os.listdir(EXP)
+    if os.path.exists(os.path.join(EXP, name, "report.py"))
+    and os.path.exists(os.path.join(EXP, name, "runs.csv")))
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_committed_results_regenerate_from_committed_runs_csv(name, tmp_path):
+  """RESULTS.md is exactly what ``report.py --from-csv runs.csv`` writes: no
+  verdict in it was edited by hand or left behind by older data."""
+  study = _module_study(name)
+  committed = os.path.join(EXP, name, "RESULTS.md")
+  out = tmp_path / name
+  assert studies.main(study, ["--from-csv", os.path.join(EXP, name, "runs.csv"),
+                              "--out", str(out)]) == 0
+  with open(committed, encoding="utf-8") as f:
+    assert (out / "RESULTS.md").read_text(encoding="utf-8") == f.read()
+
+
+def test_readme_summary_counts_the_committed_verdicts():
+  from softattn.studies import __main__ as cli, render  # noqa: PLC0415
+  with open(os.path.join(EXP, "README.md"), encoding="utf-8") as f:
+    text = f.read()
+  table = render.summary_table(cli.summary_rows(EXP))
+  assert render.replace_summary(text, table) == text

@@ -374,10 +374,14 @@ def regime(runs, verdicts):
          "all (ours, *inferred*); no rotation augmentation at reduced "
          "scale."]
   v = verdicts.get("t2.depth_helps_softmax")
-  if v is not None and v.estimate is not None and v.estimate < 0:
-    out.append(f"**Inverted depth trend:** our softmax accuracy at depth 4 "
-               f"is {v.estimate:+.2f} points from depth 1 (paper: +14.3), so "
-               "the paper's regime -- deeper is better and the periodic "
+  if v is not None and v.estimate is not None and v.word != studies.CONFIRMED:
+    lo, hi = v.ci
+    shape = ("inverted" if hi < 0 else
+             "flat or inverted" if v.estimate < 0 else "not shown")
+    out.append(f"**No depth gain ({shape}):** our softmax accuracy at depth 4 "
+               f"is {v.estimate:+.2f} points from depth 1 (95 % CI "
+               f"[{lo:+.2f}, {hi:+.2f}], n={v.n}; paper: +14.3), so the "
+               "paper's regime -- deeper is better and the periodic "
                "normalizers' gain grows with depth -- is not the one we "
                "test; depth-4 orderings here describe a model that depth "
                "does not help yet.")
