@@ -132,3 +132,101 @@ def test_pallas_bf16_as_accurate_as_dense(name, case):
     factor = 2.0 if label == "out" else BF16_GRAD_FACTOR.get(name, 2.0)
     assert _err(t, g) <= factor * _err(t, d) + 2**-8 * scale, (
         label, _err(t, g), _err(t, d), scale)
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15", "stick_breaking",
+                                  "prenorm(sparsemax)"])
+def test_pallas_rejects_row_normalizers(name):
+  q = jnp.zeros((1, 8, 1, 8))
+  with pytest.raises(ValueError, match="whole sorted or ordered score row"
+                     ".*implementation='dense'"):
+    dot_product_attention(q, q, q, normalizer=name, implementation="pallas")
+
+
+def test_pallas_rejects_bias_and_query_masks():
+  q = jnp.zeros((1, 8, 1, 8))
+  with pytest.raises(ValueError, match="no additive bias"):
+    dot_product_attention(q, q, q, bias=jnp.zeros((8, 8)),
+                          implementation="pallas")
+  with pytest.raises(ValueError, match="not a per-query mask"):
+    dot_product_attention(q, q, q, mask=jnp.ones((8, 8), bool),
+                          implementation="pallas")
+
+
+def test_auto_never_picks_pallas_off_tpu(monkeypatch):
+  from softattn import attention  # noqa: PLC0415
+  norm = N.get("softmax")
+  shape = (1, 1, 4096, 4096)
+  assert jax.default_backend() != "tpu"
+  assert attention._auto(norm, shape, 64, None, None, False, False) == "chunked"
+  # On a TPU (as the device kind reports it) it picks the fused kernels for
+  # what they support, and nothing else.
+  monkeypatch.setattr(pallas, "target_chip", lambda: ("v5e", True))
+  assert attention._auto(norm, shape, 64, None, None, False, False) == "pallas"
+  sparse = N.get("sparsemax")
+  assert attention._auto(sparse, shape, 64, None, None, False, False) == "dense"
+  assert attention._auto(norm, shape, 64, None, jnp.zeros(shape), False,
+                         False) == "chunked"
+
+
+def test_multihead_attention_uses_pallas_when_asked():
+  """The layer's learnable per-head ssmax scale trains through the kernel."""
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 20, 16))
+  mask = jnp.arange(20)[None, None, None, :] < jnp.array([20, 13])[:, None,
+                                                                   None, None]
+  layers = {impl: MultiHeadAttention(num_heads=2, normalizer="ssmax",
+                                     implementation=impl, chunk_size=BLOCK)
+            for impl in ("dense", "pallas")}
+  params = layers["dense"].init(jax.random.PRNGKey(1), x, mask=mask)
+  assert params["params"]["norm_s_scale"].shape == (2, 1, 1)
+
+  def loss(p, impl):
+    return jnp.sum(jnp.sin(layers[impl].apply(p, x, mask=mask)))
+
+  ref = jax.jit(jax.value_and_grad(lambda p: loss(p, "dense")))(params)
+  got = jax.jit(jax.value_and_grad(lambda p: loss(p, "pallas")))(params)
+  np.testing.assert_allclose(got[0], ref[0], rtol=1e-5)
+  # f32 both, summed in another order; some gradients are 0 analytically
+  # (key-projection bias under a normalised softmax), so the bound is
+  # relative to each array's scale, as in test_pallas_f32_equals_dense.
+  for a, b in zip(jax.tree.leaves(got[1]), jax.tree.leaves(ref[1])):
+    assert _err(np.asarray(a), np.asarray(b)) <= 2e-5 * (
+        1.0 + float(np.max(np.abs(b))))
+
+
+def test_shard_map_under_a_mesh_equals_unsharded():
+  """With a mesh set, the kernels run per (batch, head) shard in shard_map
+  (here a 1x1 mesh on the CPU device: the wrapping itself is what's tested;
+  the TPU AOT tests compile it over 4 devices)."""
+  q, k, v, mask = _inputs(24, 40)
+  f = jax.jit(lambda q, k, v: dot_product_attention(
+      q, k, v, normalizer="sigmoid", mask=mask, implementation="pallas",
+      chunk_size=BLOCK))
+  ref = f(q, k, v)
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1),
+                           ("data", "model"))
+  with jax.set_mesh(mesh):
+    got = jax.jit(lambda q, k, v: dot_product_attention(
+        q, k, v, normalizer="sigmoid", mask=mask, implementation="pallas",
+        chunk_size=BLOCK))(q, k, v)
+    assert "shard_map" in str(jax.make_jaxpr(lambda q: dot_product_attention(
+        q, k, v, normalizer="sigmoid", implementation="pallas",
+        chunk_size=BLOCK))(q))
+  np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_block_rule_fits_each_chip():
+  """The written rule: blocks fit half the VMEM limit, bk is a multiple of
+  the MXU width, and blocks shrink to short sequences."""
+  for name in pallas.blocks.CHIPS:
+    c = pallas.chip(name)
+    for d in (64, 128, 256):
+      bq, bk = pallas.block_sizes(4096, 4096, d, d, jnp.bfloat16, name)
+      assert bk % c.mxu_width == 0
+      for kernel in ("forward", "backward"):
+        assert pallas.footprint(kernel, bq, bk, d, d, 2) <= c.budget
+  # v4's 16 MiB VMEM takes smaller blocks than v5e's 128 MiB.
+  assert (np.prod(pallas.block_sizes(4096, 4096, 128, 128, jnp.bfloat16, "v4"))
+          < np.prod(pallas.block_sizes(4096, 4096, 128, 128, jnp.bfloat16,
+                                       "v5e")))
+  assert pallas.block_sizes(197, 197, 64, 64, jnp.float32, "v5e") == (208, 256)

@@ -126,7 +126,10 @@ def _core_bwd(cfg, saved, do):
   q, k, v, nrow, prow, kmask, rows, out, res = saved
   # ``out`` is the kernel's f32 output, not the rounded one the caller got:
   # in the ratio modes ``dt = (dp - di) / Z`` and a small ``Z`` turns a
-  # bf16-rounded ``o`` in ``di = do . o`` into large gradient errors.
+  # bf16-rounded ``o`` in ``di = do . o`` into large gradient errors (with
+  # a bf16 output, even with ``modes._pv_split``, bf16 dQ/dK of siren_max and
+  # cos_max were 10-20x dense bf16's error; measured). Every mode shares the
+  # f32 output: one [Lq, Dv] array, small next to the streamed K/V traffic.
   di = jnp.sum(do * out, axis=-1, keepdims=True)
   do = do.astype(v.dtype)  # the backward matmuls run in the inputs' dtype
   brows = jnp.concatenate([res, di], axis=-1)
