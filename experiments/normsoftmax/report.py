@@ -247,6 +247,10 @@ def plot_acceleration(path, runs):
   if not plots.errorbars(ax, series, dodge=0.05, logx=True):
     return None
   ax.set_xscale("log")
+  # The budgets themselves as ticks: log-axis defaults read "5 x 10^1".
+  budgets = [*BUDGETS, 1200]
+  ax.set_xticks(budgets, labels=[str(b) for b in budgets])
+  ax.minorticks_off()
   ax.set_xlabel("training budget (steps of batch 128)")
   ax.set_ylabel("test accuracy % (mean ± 95 % CI)")
   ax.legend(fontsize=7)
