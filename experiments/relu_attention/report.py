@@ -246,9 +246,8 @@ def _by_setting(verdicts, prefix):
     v = verdicts.get(f"{prefix}.{tag(label)}")
     if v is None:
       continue
-    est = ("" if v.estimate is None or v.ci is None else
-           f" ({v.estimate:+.2f} [{v.ci[0]:+.2f}, {v.ci[1]:+.2f}])")
-    out.append(f"{label}: {v.word}{est}")
+    est = render.estimate(v)
+    out.append(f"{label}: {v.word}" + (f" ({est})" if est else ""))
   return "; ".join(out)
 
 

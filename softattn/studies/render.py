@@ -54,15 +54,20 @@ def cell(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric,
                      digits=kw.pop("digits", metric.digits), **kw)
 
 
+def estimate(v: Verdict, digits: int = 3) -> str:
+  """"+1.23 [+0.5, +2.0]": the verdict's estimate and 95 % CI ("" if none)."""
+  if v.estimate is None:
+    return ""
+  est = f"{v.estimate:+.{digits}g}"
+  if v.ci is not None:
+    est += f" [{v.ci[0]:+.{digits}g}, {v.ci[1]:+.{digits}g}]"
+  return est
+
+
 def verdict_cell(v: Verdict, digits: int = 3) -> str:
   if v.word == claims_lib.NOT_TESTABLE:
     return f"**{v.word}**: {v.reason}"
-  parts = []
-  if v.estimate is not None:
-    est = f"{v.estimate:+.{digits}g}"
-    if v.ci is not None:
-      est += f" [{v.ci[0]:+.{digits}g}, {v.ci[1]:+.{digits}g}]"
-    parts.append(est)
+  parts = [estimate(v, digits)] if v.estimate is not None else []
   if v.p is not None:
     parts.append(f"p={v.p:.2g}")
   parts.append(f"n={v.n}")
