@@ -286,6 +286,15 @@ def test_normsoftmax_from_csv(tmp_path):
   assert v["fig2a.std_rises"].word == studies.CONFIRMED
   assert v["fig4.entropy_steadier"].word == studies.CONFIRMED
   assert v["loss.inf_gt_sm"].word == studies.INCONCLUSIVE
+  # End points are held against the longest (1200-step, 2.56-epoch) runs.
+  for cid in ("end.inf_equal", "accel.sqrt_gt_inf.long"):
+    assert "ours: 2.56" in v[cid].reason, cid
+  assert "180 epochs" in v["loss.long_equal"].reason
+  for cid in ("loss.gt_logitnorm", "t2.vit_imagenet", "t3.translation"):
+    assert v[cid].word == studies.NOT_TESTABLE and v[cid].n == 0, cid
+  text = (out / "RESULTS.md").read_text()
+  assert "loss vs softmax's is **inconclusive**" in text
+  assert "not settled at this budget" in text
   for png in ("acceleration.png", "score_std.png", "entropy.png"):
     assert (out / png).exists()
 

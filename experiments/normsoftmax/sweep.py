@@ -36,8 +36,9 @@ Scales:
   4, 4 heads of 16, patch 4 (49 tokens), batch 128, AdamW 1e-3 wd 0.1,
   10 % warmup + cosine, label smoothing 0.1, no augmentation; budgets
   50/100/200 steps x 3 seeds, no-wd at 200 x 3 seeds, variants at 200 x 2
-  seeds (~6,800 ViT steps; with the loss part, 54 runs took 55 minutes
-  on 2 cores with ``--parallel=2``, evaluation and diagnostics included).
+  seeds (~6,800 ViT steps; with the loss part, 54 runs: 68 run-minutes,
+  ~34 minutes on 2 cores with ``--parallel=2``, evaluation and
+  diagnostics included).
   Loss part: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3 seeds.
 
   python -m softattn.sweep run experiments/normsoftmax/sweep.py --workdir=workdirs/normsoftmax/attention
