@@ -65,9 +65,11 @@ def default_config() -> ml_collections.ConfigDict:
       warmup_epochs=ph(float),        # used when warmup_steps is None
       init_lr=0.0, end_lr=0.0,
       boundaries=ph(list), boundary_epochs=ph(list), decay_factor=0.1))  # step
-  # softattn.losses; gamma/tau are passed only to the losses that take them.
+  # softattn.losses: gamma/tau/normalizer are parameters of some losses
+  # (losses.PARAMS); setting one the loss does not take is an error.
   c.loss = ml_collections.ConfigDict(dict(
       name="softmax_xent", label_smoothing=0.0, gamma=ph(float), tau=ph(float),
+      normalizer=ph(str),
       mixup_alpha=0.0, cutmix_alpha=0.0, switch_prob=0.5))
   c.mesh = ml_collections.ConfigDict(dict(data=-1, model=1))
   c.sharding_rules = [(".*", "replicate")]
@@ -152,7 +154,7 @@ def _check_names(cfg) -> None:
   # pylint: disable=g-import-not-at-top  (these import jax and the models)
   from softattn import losses, normalizers, optim, sharding
   try:
-    losses.get(cfg.loss.name)
+    losses.from_config(cfg.loss)
   except ValueError as e:
     raise ConfigError(one_line(e)) from None
   if cfg.optimizer.name not in optim.OPTIMIZERS:

@@ -8,10 +8,14 @@ over the valid examples. ``get(name)`` maps the config name to the function.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
+
+from softattn import normalizers
+from softattn.normalizers import core as normalizers_core
 
 
 def softmax_xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
@@ -52,10 +56,52 @@ def normsoftmax_xent(logits: jax.Array, labels: jax.Array, *,
   return softmax_xent(z, labels)
 
 
+def _is_exp(name: str) -> bool:
+  try:
+    return normalizers.get(name).mode == "exp"
+  except ValueError:  # a factory that needs arguments (prenorm)
+    return False
+
+
+def _exp_normalizer(spec) -> normalizers.Normalizer:
+  nz = normalizers.get(spec)
+  if nz.mode != "exp":
+    exp = [n for n in normalizers.names() if _is_exp(n)]
+    raise ValueError(
+        f"normalized_xent needs a softmax-type (exp-mode) normalizer, whose "
+        f"log-weights are log_softmax(transform(z)); {nz.name!r} is "
+        f"{nz.mode!r}. Set config.loss.normalizer to one of {exp}.")
+  return nz
+
+
+def normalized_xent(logits: jax.Array, labels: jax.Array, *,
+                    normalizer: str | normalizers.Normalizer =
+                    "normsoftmax(gamma=inf)") -> jax.Array:
+  r"""Cross-entropy through any softmax-type normalizer of the registry.
+
+  ``-sum_k y_k log_softmax(t(z))_k`` with ``t`` the normalizer's transform
+  of the logits row (its statistics over the classes): with
+  ``"normsoftmax(gamma=...)"`` this is ``normsoftmax_xent``; with
+  ``"logitnorm"`` the LogitNorm loss that Jiang et al. 2023 (Table 4)
+  compare against, ``softmax(z / (tau ||z||_2))``, no mean shift.
+  ``tau=None`` there means ``K^-1/2`` over ``K`` classes, the temperature
+  Jiang et al. found best in attention (the loss's is not stated:
+  *inferred*; set it in the spec, e.g. ``"logitnorm(tau=0.04)"``). The
+  normalizer's attention score scale is not applied: the logits go in as
+  they are. Parameters that depend on a head dim (``sqrt_d``) have no
+  meaning here and raise.
+  """
+  nz = _exp_normalizer(normalizer)
+  z = logits.astype(jnp.float32)
+  stats = normalizers_core.row_stats(z, None, nz.needs)
+  return softmax_xent(nz.transform(z, stats, **nz.resolve()), labels)
+
+
 LOSSES: dict[str, Callable[..., jax.Array]] = {
     "softmax_xent": softmax_xent,
     "sigmoid_xent": sigmoid_xent,
     "normsoftmax_xent": normsoftmax_xent,
+    "normalized_xent": normalized_xent,
 }
 
 
@@ -68,7 +114,28 @@ def get(name: str, **kwargs) -> Callable[[jax.Array, jax.Array], jax.Array]:
   if name not in LOSSES:
     raise ValueError(f"Unknown loss {name!r}; set config.loss.name to one of "
                      f"{sorted(LOSSES)}.")
-  return functools.partial(LOSSES[name], **kwargs) if kwargs else LOSSES[name]
+  fn = LOSSES[name]
+  takes = [k for k, prm in inspect.signature(fn).parameters.items()
+           if prm.kind == prm.KEYWORD_ONLY]
+  extra = sorted(set(kwargs) - set(takes))
+  if extra:
+    raise ValueError(f"loss {name!r} takes no parameter(s) {extra} (it takes "
+                     f"{takes or 'none'}); remove config.loss.{extra[0]}.")
+  if "normalizer" in kwargs:  # fail at config time, not inside jit
+    _exp_normalizer(kwargs["normalizer"]).resolve()
+  return functools.partial(fn, **kwargs) if kwargs else fn
+
+
+# The config.loss fields that are parameters of a loss function (the others,
+# label_smoothing and mixup/cutmix, act on the targets).
+PARAMS = ("gamma", "tau", "normalizer")
+
+
+def from_config(loss_config) -> Callable[[jax.Array, jax.Array], jax.Array]:
+  """``get(config.loss.name, **the set PARAMS)``: the training loss."""
+  kwargs = {k: loss_config[k] for k in PARAMS
+            if k in loss_config and loss_config[k] is not None}
+  return get(loss_config.name, **kwargs)
 
 
 def smooth_labels(onehot: jax.Array, smoothing: float) -> jax.Array:

@@ -64,11 +64,9 @@ class Settings:
   def from_config(cls, cfg, model, tx, schedule, mesh=None) -> "Settings":
     """From a resolved config (``softattn.configlib.resolve_config``)."""
     lc = cfg.loss
-    loss_kwargs = {k: lc[k] for k in ("gamma", "tau")
-                   if k in lc and lc[k] is not None}
     return cls(
         model=model, tx=tx, schedule=schedule,
-        loss=losses.get(lc.name, **loss_kwargs),
+        loss=losses.from_config(lc),
         num_classes=int(cfg.model.num_classes),
         compute_dtype=jnp.dtype(cfg.compute_dtype), seed=int(cfg.seed),
         mixup_alpha=float(lc.get("mixup_alpha", 0.0) or 0.0),

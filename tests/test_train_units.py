@@ -54,6 +54,47 @@ def test_normsoftmax_xent_scale_invariant_and_clipped():
     losses.get("cross_entropy")
 
 
+def test_normalized_xent_is_the_registry_normalizer_in_the_loss():
+  logits = 3.0 * jax.random.normal(jax.random.key(2), (4, 10)) + 1.0
+  y = jax.nn.one_hot(jnp.array([0, 3, 5, 9]), 10)
+  # NormSoftmax through the registry equals the hand-written loss.
+  np.testing.assert_allclose(
+      losses.normalized_xent(logits, y, normalizer="normsoftmax(gamma=1)"),
+      losses.normsoftmax_xent(logits, y, gamma=1.0), rtol=1e-5)
+  # LogitNorm (tau = K^-1/2 by default) against a float64 formula; it is not
+  # shift invariant, unlike NormSoftmax.
+  z = np.asarray(logits, np.float64)
+  t = z / (np.linalg.norm(z, axis=-1, keepdims=True) / np.sqrt(10))
+  want = -np.sum(np.asarray(y) * (t - np.log(np.exp(t).sum(-1, keepdims=True))),
+                 axis=-1)
+  got = losses.normalized_xent(logits, y, normalizer="logitnorm")
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+  shifted = losses.normalized_xent(logits + 5.0, y, normalizer="logitnorm")
+  assert np.abs(np.asarray(shifted) - np.asarray(got)).max() > 1e-2
+  grad = jax.grad(lambda z: losses.normalized_xent(
+      z, y, normalizer="logitnorm").sum())(logits)
+  assert np.isfinite(np.asarray(grad)).all()
+
+
+def test_loss_parameters_are_checked_when_the_loss_is_built():
+  cfg = configlib.default_config()
+  cfg.loss.name, cfg.loss.normalizer = "normalized_xent", "logitnorm(tau=0.5)"
+  logits = jnp.array([[1.0, 2.0, 3.0]])
+  y = jax.nn.one_hot(jnp.array([2]), 3)
+  np.testing.assert_allclose(
+      losses.from_config(cfg.loss)(logits, y),
+      losses.normalized_xent(logits, y, normalizer="logitnorm(tau=0.5)"))
+  with pytest.raises(ValueError, match="remove config.loss.gamma"):
+    losses.get("softmax_xent", gamma=1.0)
+  with pytest.raises(ValueError, match="exp-mode.*'logitnorm'"):
+    losses.get("normalized_xent", normalizer="relu_seqlen")
+  with pytest.raises(ValueError, match="needs parameter"):
+    losses.get("normalized_xent", normalizer="normsoftmax_learnable")
+  cfg.loss.normalizer = "nope"
+  with pytest.raises(configlib.ConfigError, match="valid names"):
+    configlib.resolve_config(cfg)
+
+
 # ---------------------------------------------------------------- optim
 
 

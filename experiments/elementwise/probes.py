@@ -23,7 +23,7 @@ def _model_and_loss(config, y):
   onehot = jax.nn.one_hot(y, kw["num_classes"])
   if config.loss.get("label_smoothing"):
     onehot = losses.smooth_labels(onehot, config.loss.label_smoothing)
-  loss_fn = losses.get(config.loss.name)
+  loss_fn = losses.from_config(config.loss)
   return model, lambda logits: jnp.mean(loss_fn(logits, onehot))
 
 

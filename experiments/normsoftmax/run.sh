@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The reduced-scale NormSoftmax study (experiments/normsoftmax/sweep.py;
 # parts declared in report.py's STUDY): ViT softmax vs NSM at 3 budgets,
-# without weight decay, the variants, and the NSM cross-entropy on a
-# PreResNet-20, on Fashion-MNIST (54 runs, 68 run-minutes: ~34 minutes on
-# 2 CPU cores with --parallel=2, measured); the focus part attention_1200,
-# softmax / NSM-sqrt(d) / NSM-inf at 1200 steps x 3 seeds (51 run-minutes,
-# ~26 minutes, measured). Then runs.csv, RESULTS.md and the plots in
-# experiments/normsoftmax/ (or $OUT).
+# without weight decay, the variants, and the NSM and LogitNorm
+# cross-entropies on a PreResNet-20, on Fashion-MNIST (57 runs, 71
+# run-minutes: ~36 minutes on 2 CPU cores with --parallel=2, measured);
+# the focus part attention_1200, softmax / NSM-sqrt(d) / NSM-inf at 1200
+# steps x 3 seeds (51 run-minutes, ~26 minutes, measured). Then runs.csv,
+# RESULTS.md and the plots in experiments/normsoftmax/ (or $OUT).
 #
 #   bash experiments/normsoftmax/run.sh --parallel=2      # everything
 #   FOCUS=focus bash experiments/normsoftmax/run.sh --parallel=2   # attention_1200 only

@@ -19,9 +19,11 @@ study trains a different model:
 
 * ``part=loss``: NormSoftmax in the cross-entropy loss
   (``loss.name=normsoftmax_xent``, gamma 1 and inf) on a ResNet, and
-  ``part=loss_softmax`` its softmax cross-entropy baseline (a separate part
-  because ``softmax_xent`` takes no ``gamma`` and a sweep cannot unset a
-  field).
+  ``part=loss_softmax`` its softmax cross-entropy baseline and
+  ``part=loss_logitnorm`` Table 4's LogitNorm cross-entropy
+  (``loss.name=normalized_xent``, ``loss.normalizer=logitnorm``, tau =
+  K^-1/2 *inferred*): separate parts because these losses take no ``gamma``
+  and a sweep cannot unset a field.
 
 Scales:
 
@@ -36,14 +38,15 @@ Scales:
   4, 4 heads of 16, patch 4 (49 tokens), batch 128, AdamW 1e-3 wd 0.1,
   10 % warmup + cosine, label smoothing 0.1, no augmentation; budgets
   50/100/200 steps x 3 seeds, no-wd at 200 x 3 seeds, variants at 200 x 2
-  seeds (~6,800 ViT steps; with the loss part, 54 runs: 68 run-minutes,
-  ~34 minutes on 2 cores with ``--parallel=2``, evaluation and
+  seeds (~6,800 ViT steps; with the loss parts, 57 runs: 71 run-minutes,
+  ~36 minutes on 2 cores with ``--parallel=2``, evaluation and
   diagnostics included).
-  Loss part: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3 seeds.
+  Loss parts: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3 seeds.
 
   python -m softattn.sweep run experiments/normsoftmax/sweep.py --workdir=workdirs/normsoftmax/attention
   python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss --workdir=workdirs/normsoftmax/loss
   python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_softmax --workdir=workdirs/normsoftmax/loss_softmax
+  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_logitnorm --workdir=workdirs/normsoftmax/loss_logitnorm
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax
 
 Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``
@@ -68,7 +71,7 @@ MAIN = [SM, NSM_SQRT, NSM_INF]
 VARIANTS = ["normsoftmax_learnable", "normsoftmax_inverse(gamma=sqrt_d)",
             "normsoftmax(gamma=1)", "normsoftmax(gamma=0.5*sqrt_d)",
             "normsoftmax(gamma=2*sqrt_d)", "logitnorm"]
-PARTS = ("attention", "loss", "loss_softmax")
+PARTS = ("attention", "loss", "loss_softmax", "loss_logitnorm")
 
 
 def _arg(arg):
@@ -163,6 +166,9 @@ def get_config(arg=None):
       c.loss.name = "softmax_xent"
       if "gamma" in c.loss:
         del c.loss["gamma"]
+      if a.part == "loss_logitnorm":
+        c.loss.name = "normalized_xent"
+        c.loss.normalizer = "logitnorm"
   return c
 
 
