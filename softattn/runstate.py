@@ -50,8 +50,10 @@ class Status:
 
   ``step`` is the last completed step (for ``nonfinite``: the step whose loss
   or gradients were not finite). ``flops_per_step`` is XLA's cost analysis of
-  the compiled train step; ``core_seconds`` the process CPU time summed over
-  resumes; ``final`` the metrics of a finished run.
+  the compiled train step; ``core_seconds`` the process CPU time and
+  ``wall_seconds`` the elapsed time of the training process, each summed
+  over resumes (the gaps between attempts are not counted); ``final`` the
+  metrics of a finished run.
   """
   state: State = State.RUNNING
   step: int = 0
@@ -59,6 +61,7 @@ class Status:
   message: str | None = None
   flops_per_step: float | None = None
   core_seconds: float = 0.0
+  wall_seconds: float = 0.0
   final: dict[str, Any] = dataclasses.field(default_factory=dict)
 
   def to_json(self) -> dict[str, Any]:
@@ -104,25 +107,28 @@ class Recorder:
   """The training loop's ``status.json``: updated in place, written atomically.
 
   ``enabled=False`` (processes other than 0) keeps the record without
-  writing it. ``core_seconds`` is this process's CPU time plus that of the
-  earlier attempts recorded in the workdir, so compute comparisons
-  (core-hours) see the whole run across resumes.
+  writing it. ``core_seconds`` (``wall_seconds``) is this process's CPU
+  (elapsed) time plus that of the earlier attempts recorded in the workdir,
+  so compute comparisons (core-hours) and a study's cost see the whole run
+  across resumes, and an interrupted run need not be restarted to be timed.
   """
 
   def __init__(self, workdir: str, *, enabled: bool = True):
     self.workdir, self.enabled = workdir, enabled
     prior = read(workdir) or Status()
-    self.prior_core_seconds = prior.core_seconds
-    self.t0 = time.process_time()
+    self.prior = prior
+    self.t0, self.wall0 = time.process_time(), time.monotonic()
     self.status = Status(state=State.RUNNING, step=0,
                          flops_per_step=prior.flops_per_step,
-                         core_seconds=prior.core_seconds)
+                         core_seconds=prior.core_seconds,
+                         wall_seconds=prior.wall_seconds)
 
   def update(self, **fields) -> None:
-    """Sets ``Status`` fields, refreshes ``core_seconds`` and writes."""
+    """Sets ``Status`` fields, refreshes the times and writes."""
     self.status = dataclasses.replace(
         self.status, **fields,
-        core_seconds=self.prior_core_seconds + time.process_time() - self.t0)
+        core_seconds=self.prior.core_seconds + time.process_time() - self.t0,
+        wall_seconds=self.prior.wall_seconds + time.monotonic() - self.wall0)
     if self.enabled:
       write(self.workdir, self.status)
 

@@ -476,7 +476,8 @@ def test_export_reads_status_fields_and_metrics(tmp_path):
       f.write(json.dumps({"step": 30, "split": "eval", "accuracy": 0.8,
                           "loss": 0.4}) + "\n")
   runstate.write(str(done), runstate.Status(
-      state=State.DONE, step=300, core_seconds=12.5, flops_per_step=3e9))
+      state=State.DONE, step=300, core_seconds=12.5, wall_seconds=30.0,
+      flops_per_step=3e9))
   runstate.write(str(bad), runstate.Status(
       state=State.FAILED, kind=FailureKind.NONFINITE, step=40,
       message="loss=nan"))
@@ -485,6 +486,7 @@ def test_export_reads_status_fields_and_metrics(tmp_path):
   runs = {r.name: r for r in studies.read_csv(csv_path)}
   r = runs[names[0]]
   assert r.done and r.step == 300 and r.core_seconds == 12.5
+  assert r.wall_s == 30.0   # the trainer's sum over attempts, not file times
   assert r.flops_per_step == 3e9 and r.value("final/accuracy") == 0.8
   assert r.value("best/accuracy") == 0.8 and r.epochs == pytest.approx(0.32)
   assert r.value("value/step_ms") == pytest.approx(200.0)

@@ -98,6 +98,7 @@ def test_end_to_end_train_eval_checkpoint(straight):
   status = json.load(open(wd / "status.json"))
   assert status["state"] == "done" and status["step"] == 6 and not status["kind"]
   assert status["flops_per_step"] > 0 and status["core_seconds"] > 0
+  assert status["wall_seconds"] > 0
   assert status["final"]["eval_accuracy"] == final["eval_accuracy"]
   assert json.load(open(wd / "config.json"))["model"]["num_classes"] == 10
   assert any(f.startswith("events.out.tfevents") for f in os.listdir(wd))
@@ -185,6 +186,10 @@ def test_sigterm_saves_and_resume_is_bitwise_identical(straight, tmp_path):
   s2, p2 = _final_params(tmp_path)
   assert s1 == s2 == 6
   _assert_bitwise_equal(p1, p2)
+  # The times add up over the two attempts (each compiles, so more than 1x).
+  resumed = json.load(open(tmp_path / "status.json"))
+  for k in ("wall_seconds", "core_seconds"):
+    assert resumed[k] > status[k] > 0, k
 
 
 def test_sigkill_mid_run_then_resume_is_bitwise_identical(straight, tmp_path,

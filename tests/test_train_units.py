@@ -245,3 +245,22 @@ def test_shipped_i1k_table_is_the_default_and_missing_class_never_wins():
   assert restricted.shape == (2, 1000)
   assert bool(jnp.all(jnp.isneginf(restricted[:, 850])))
   assert int(jnp.argmax(restricted[0])) != 850
+
+
+# ---------------------------------------------------------------- runstate
+
+
+def test_recorder_adds_this_attempt_to_the_recorded_times(tmp_path):
+  from softattn import runstate  # pylint: disable=g-import-not-at-top
+  runstate.write(str(tmp_path), runstate.Status(
+      state=runstate.State.PREEMPTED, step=5, core_seconds=7.0,
+      wall_seconds=100.0))
+  rec = runstate.Recorder(str(tmp_path))
+  sum(i * i for i in range(200_000))   # some CPU time in this attempt
+  rec.update(step=6)
+  st = runstate.read(str(tmp_path))
+  assert st.state == runstate.State.RUNNING and st.step == 6
+  assert 100.0 < st.wall_seconds < 160.0 and 7.0 < st.core_seconds < 67.0
+  # A status written before the field existed reads as 0, not an error.
+  legacy = runstate.Status.from_json({"state": "done", "step": 3})
+  assert legacy.wall_seconds == 0.0

@@ -13,9 +13,10 @@ regenerated from ``runs.csv`` alone (``report.py --from-csv``).
 overrides), ``fields`` (JSON: resolved config values the study selects on),
 ``state, kind, step`` (last completed step; for ``kind=nonfinite`` the step
 that diverged), ``message, total_steps, batch_size, epochs`` (declared
-length, in epochs of the training split), ``wall_s`` (first write of
-``config.json`` to the last status update; the last attempt only when a run
-was resumed), ``core_seconds, flops_per_step``; one column per metric
+length, in epochs of the training split), ``wall_s`` (the trainer's
+elapsed time summed over attempts, ``status.json``'s ``wall_seconds``; for
+runs recorded before that field, first write of ``config.json`` to the last
+status update, the last attempt only), ``core_seconds, flops_per_step``; one column per metric
 (``final/<eval metric>`` at the last evaluation, ``best/accuracy`` max and
 ``best/loss`` min over evaluations, ``final/train_loss``,
 ``final/train_accuracy``, ``value/<name>``); ``series`` (JSON: metric ->
@@ -222,7 +223,7 @@ def read_run(part: str, declared, run_dir: str, *, fields: Sequence[str] = (),
     run.step, run.message = status.step, status.message
     run.core_seconds = status.core_seconds or None
     run.flops_per_step = status.flops_per_step
-    run.wall_s = _wall_seconds(run_dir)
+    run.wall_s = status.wall_seconds or _wall_seconds(run_dir)
   if run.done:
     run.metrics.update(_eval_metrics(records))
   for name, fn in values.items():
