@@ -85,8 +85,9 @@ def normalized_xent(logits: jax.Array, labels: jax.Array, *,
   ``"logitnorm"`` the LogitNorm loss that Jiang et al. 2023 (Table 4)
   compare against, ``softmax(z / (tau ||z||_2))``, no mean shift.
   ``tau=None`` there means ``K^-1/2`` over ``K`` classes, the temperature
-  Jiang et al. found best in attention (the loss's is not stated:
-  *inferred*; set it in the spec, e.g. ``"logitnorm(tau=0.04)"``). The
+  Jiang et al. found best in attention (for the loss they grid-search tau
+  and do not report the value: *inferred*; set it in the spec, e.g.
+  ``"logitnorm(tau=0.04)"``). The
   normalizer's attention score scale is not applied: the logits go in as
   they are. Parameters that depend on a head dim (``sqrt_d``) have no
   meaning here and raise.

@@ -7,6 +7,8 @@ named, one-sided tests where the direction matters; runs.csv round trip;
 plots refuse unlabelled axes.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,15 @@ def test_below_budget_is_not_testable_with_the_reason():
     r.metrics["value/moved"] = 0.01 if r.part == "a" else 0.5
   v = studies.judge(claim(">", min_budget=(moved,)), enough)
   assert v.word == C.NOT_TESTABLE and "value/moved >= 0.05" in v.reason
+  # ``on``: the condition is measured on other runs than the claim's own
+  # (e.g. the decay that an ablation without decay removes).
+  elsewhere = studies.Requirement("attention weights moved from init",
+                                  "value/moved", 0.05, on={"part": "b"})
+  assert studies.judge(claim(">", min_budget=(elsewhere,)),
+                       enough).word == C.CONFIRMED
+  elsewhere = dataclasses.replace(elsewhere, on={"part": "a"})
+  v = studies.judge(claim(">", min_budget=(elsewhere,)), enough)
+  assert v.word == C.NOT_TESTABLE and "ours: 0.01" in v.reason
 
 
 def test_equivalence_by_tost_inside_and_outside_the_margin():

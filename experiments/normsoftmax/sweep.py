@@ -22,8 +22,9 @@ study trains a different model:
   ``part=loss_softmax`` its softmax cross-entropy baseline and
   ``part=loss_logitnorm`` Table 4's LogitNorm cross-entropy
   (``loss.name=normalized_xent``, ``loss.normalizer=logitnorm``, tau =
-  K^-1/2 *inferred*): separate parts because these losses take no ``gamma``
-  and a sweep cannot unset a field.
+  K^-1/2, untuned: the paper grid-searched it, value not given): separate
+  parts because these losses take no ``gamma`` and a sweep cannot unset a
+  field.
 
 Scales:
 

@@ -54,8 +54,10 @@ where the claim is about a ratio).
   plan: the same in every seed) are compared directly with the claim's
   threshold.
 
-Each estimate is the mean paired difference with its two-sided 95 % t
-interval; p is the p-value of the test that gave the word. Table cells
+Each estimate is the mean paired difference (for a claim on one setting
+against a threshold, e.g. a ratio > 1: the mean value, tested against
+that threshold) with its two-sided 95 % t interval; p is the p-value of
+the test that gave the word. Table cells
 are mean ± 95 % t-interval half-width over seeds (n = seeds finished)."""
 
 
@@ -84,12 +86,16 @@ class Requirement:
   """A condition the claim's runs must meet to test it.
 
   ``column`` (``epochs``, ``value/<name>``) must be at least ``at_least`` in
-  every run of the claim that has it; ``column=None``: never met (the setup
-  cannot measure the claim), ``why`` says so.
+  every run of the claim that has it (or, with ``on``, in every run that
+  selection picks: e.g. an ablation without weight decay is judged on its
+  runs, but whether decay matters is measured on the runs that have it);
+  ``column=None``: never met (the setup cannot measure the claim), ``why``
+  says so.
   """
   why: str
   column: str | None = None
   at_least: float = 0.0
+  on: Mapping[str, Any] | None = None
 
   def unmet(self, runs: Sequence[Run]) -> str | None:
     """Why the runs cannot test the claim, or None."""
@@ -250,7 +256,7 @@ def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA
   involved = [r for _, w in claim.groups() if w is not None
               for r in select(runs, w)] if claim.metric else []
   for req in claim.min_budget:
-    why = req.unmet(involved)
+    why = req.unmet(involved if req.on is None else select(runs, req.on))
     if why:
       return Verdict(NOT_TESTABLE, None, None, None, 0, why)
   if claim.relation in ("all", "none"):
@@ -291,15 +297,17 @@ def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA
   other = "less" if want == "greater" else "greater"
   p_for = stats.paired_t(d, want, c)
   p_against = stats.paired_t(d, other, c)
+  test = ("paired t" if len(claim.groups()) > 1 else "t") + (
+      f" against {c:g}" if c else "")
   if p_for < alpha:
     return Verdict(CONFIRMED, est, ci, p_for, n,
-                   f"one-sided paired t p={p_for:.3g} < {alpha}" + note)
+                   f"one-sided {test} p={p_for:.3g} < {alpha}" + note)
   if p_against < alpha:
     return Verdict(CONTRADICTED, est, ci, p_against, n,
-                   f"opposite direction, one-sided p={p_against:.3g} < "
-                   f"{alpha}" + note)
+                   f"opposite direction, one-sided {test} p={p_against:.3g} "
+                   f"< {alpha}" + note)
   return Verdict(INCONCLUSIVE, est, ci, p_for, n,
-                 f"one-sided paired t p={p_for:.3g} >= {alpha}" + note)
+                 f"one-sided {test} p={p_for:.3g} >= {alpha}" + note)
 
 
 def _judge_fixed(claim: Claim, d: np.ndarray, note: str) -> Verdict:
