@@ -399,12 +399,19 @@ def test_elementwise_from_csv(tmp_path):
   assert v["t1.bn_hurts_2layers"].word == studies.INCONCLUSIVE
   assert "diverged at step 40" in v["t1.bn_hurts_2layers"].reason
   assert v["t1.heads_no_help"].word == studies.CONFIRMED
+  # C (83 %) beats D (80.2 %) over 3 seeds: BN does not hurt here, and the
+  # regime note names that pair (A vs B has too few pairs to say).
+  assert v["t1.bn_hurts_2layers.CD"].word == studies.CONTRADICTED
+  assert v["t1.F_equal_H"].word == studies.NOT_TESTABLE
   assert v["app.noskip_separate_equal_B"].word == studies.CONTRADICTED
   assert v["t1.B_97pct_fewer_params"].word == studies.CONFIRMED
   text = (out / "RESULTS.md").read_text()
   assert "| B | 33,084 | 33,084 | exact |" in text
   assert "gradient norm is exactly 0" in text and "0.0 %" in text
   assert "1/3 (diverged at step 40)" in text
+  assert "beats its no-BN twin (C vs D, contradicted)" in text
+  assert "Ours: 1 epoch x 2 seeds (`models`" in text
+  assert "10 epochs x 3 seeds for A-C" in text
   for png in ("accuracy.png", "loss.png", "accuracy_10ep.png"):
     assert (out / png).exists()
 
