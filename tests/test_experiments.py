@@ -237,8 +237,9 @@ def test_periodic_from_csv(tmp_path):
 
   v, out = regenerate(study, synthetic(study, fill), tmp_path)
   assert v["t2.sin_softmax_gt_softmax.d4_1500"].word == studies.CONFIRMED
-  assert v["bd.early_breakdown"].word == studies.CONFIRMED
-  assert v["bd.early_breakdown"].n == 9
+  for n in ("sin_max_constant", "cos_max", "sin2_max"):
+    assert v[f"bd.early_breakdown.{n}"].word == studies.CONFIRMED, n
+    assert v[f"bd.early_breakdown.{n}"].n == 3, n
   assert v["bd.siren_max"].word == studies.CONFIRMED
   assert v["bd.stable"].word == studies.CONFIRMED
   assert v["bd.prenorm_siren_performs_well"].word == studies.INCONCLUSIVE
