@@ -338,12 +338,17 @@ def test_relu_attention_from_csv(tmp_path):
   assert "in-distribution" in v["probe.fewshot"].reason
   text = (out / "RESULTS.md").read_text()
   assert "Identity beats relu" in text
-  # Every alpha claim is confirmed at both budgets, so the note counts them
-  # per budget without saying the ordering depends on it.
-  assert ("The alpha claims by budget:** the paper's alpha claims (alpha 1 "
-          "> alpha 0.5, relu/n > relu) -- 200 steps: 6 of 6 confirmed, 0 "
-          "contradicted; 1000 steps: 3 of 3 confirmed, 0 contradicted.") in text
-  assert "depends on the budget" not in text
+  # Every alpha claim is confirmed in every setting, so the note counts
+  # them per setting without saying the ordering differs between them.
+  assert ("The alpha claims by setting:** the paper's alpha claims (alpha 1 "
+          "> alpha 0.5, relu/n > relu) -- small (200 steps): 3 of 3 "
+          "confirmed, 0 contradicted; medium (200 steps): 3 of 3 confirmed, "
+          "0 contradicted; medium, 1000 steps: 3 of 3 confirmed, 0 "
+          "contradicted.") in text
+  assert "differs between settings" not in text
+  assert "L = 49 tokens" in text
+  # relu/n = softmax here, so the 'below softmax' note must not appear.
+  assert "below softmax in every setting" not in text
   assert len(sweep.SEEDED) == 7
   for png in ("alpha.png", "compute.png"):
     assert (out / png).exists()

@@ -29,8 +29,9 @@ Scales:
   tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
   on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws):
-  86 runs (XLA: 1.28 GFLOP per step for the small size): 44 minutes on
-  2 cores with ``--parallel=2``, much of it per-run compilation.
+  102 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
+  small size): 52 minutes on 2 cores with ``--parallel=2`` (measured
+  2026-11-23), much of it per-run compilation.
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
@@ -42,9 +43,8 @@ medium model only, ``seeds`` seeds).
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``medium_1000`` focus part; ``run.sh`` runs it):
 ``subset=focus,steps=1000`` -- the medium model at 5x the budget, 21 runs,
-~55 minutes with ``--parallel=2`` (estimated from the measured 200-step
-runs: ~65 core-seconds each for the medium model). The extra seeds above
-add 16 runs (~8 minutes) to the main study.
+35 minutes with ``--parallel=2`` (measured 2026-11-23). The extra seeds
+(``SEEDED`` at 3 seeds on both sizes) are part of the 102 main runs.
 """
 
 from softattn import configlib
