@@ -235,6 +235,28 @@ def _claims() -> list[Claim]:
             "in a ResNet-1202", "Fig. 2b", "0.14 -> 1.31 at epoch 15", None,
             min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
                                     "offline / too costly"),)),
+      Claim("intro.heads_robust", "NSM is more robust to the number of "
+            "heads (ViT-B, CIFAR-10)", "Sec. 1", "+4.63 % on average",
+            None, min_budget=(unavailable(
+                "not run here (CPU budget): a head-count sweep of ViT-B on "
+                "CIFAR-10; `model.num_heads` is the field to sweep at full "
+                "scale"),)),
+      Claim("fig3b.other_ablations", "without warmup, label smoothing or "
+            "strong augmentation, or with SGDM, softmax suffers more than "
+            "NSM (optimization-related techniques)", "Fig. 3b", "figure",
+            None, min_budget=(unavailable(
+                "not run here: the reduced sweep ablates weight decay only "
+                "(no strong augmentation at reduced scale; warmup and SGDM "
+                "ablations not declared)"),)),
+      Claim("fig6.resnet1202_accuracy", "NSM trains a ResNet-1202 faster "
+            "and to a better accuracy", "Fig. 6", "figure", None,
+            min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
+                                    "offline / too costly"),)),
+      Claim("fig7.tau", "tau = 1 is best for both NSM-inf and NSM-sqrtd; "
+            "below 1 NSM-inf is more stable, above 1 NSM-sqrtd is better",
+            "Fig. 7", "figure", None, min_budget=(unavailable(
+                "not run here (CPU budget): a tau sweep at the paper's 100 "
+                "epochs; `normsoftmax(tau=...)` is the spec to sweep"),)),
       Claim("t2.vit_imagenet", "ViTs on ImageNet: NSM ahead with few "
             "epochs, similar at 300", "Table 2", "3 ViT variants by epochs",
             None,
