@@ -116,6 +116,15 @@ def _claims() -> list[Claim]:
             "heads (ratio within 1 ± 0.05)", "Table 3", "3453 -> 3417 MB",
             MEMORY, sel(4, "scaled"), sel(1, "scaled"), "~", margin=0.05,
             contrast="ratio", deterministic=True, section="t3b"),
+      *[Claim(f"t3.scaled_memory_below_nl.h{h}", f"{h} head(s): scaled NL "
+              "needs less memory than NL (scaled / NL < 1)", "Table 3",
+              f"{PAPER_MEM[h][1]} vs {PAPER_MEM[h][0]} MB", MEMORY,
+              sel(h, "scaled"), sel(h), "<", contrast="ratio",
+              deterministic=True, section="t3b") for h in (1, 2, 4)],
+      Claim("t1.direction_hurts_nl", "removing the magnitude hurts NL: "
+            "direction-only NL error > NL error", "Table 1, abstract",
+            "6.01 vs 5.73", ERROR, sel(4, mode="direction"), sel(4), ">",
+            section="t1"),
       Claim("t1.direction_scaled_better", "direction-only: scaled NL error "
             "< NL error", "Table 1", "5.67 vs 6.01; 24.68 vs 25.44", ERROR,
             sel(4, "scaled", "direction"), sel(4, mode="direction"), "<",
@@ -160,13 +169,13 @@ def _claims() -> list[Claim]:
       Claim("t4.depth_width", "scaled NL helps at every depth and width",
             "Table 4", "PreResNet-32..110, WRN-28-10", None,
             min_budget=(unavailable(
-                "not in the reduced sweep: sweep `model.depth` at "
+                "not run here (CPU budget): sweep `model.depth` at "
                 "scale=full (hours per run on a GPU)"),)),
       Claim("fig2.embed_reduction", "scaled NL tolerates embedding channel "
             "reduction better than NL", "Fig. 2", "figure", None,
             min_budget=(unavailable(
-                "not in the sweep: `model.nl_blocks.embed_channels` is the "
-                "field to sweep"),)),
+                "not run here (CPU budget): `model.nl_blocks.embed_channels` "
+                "is the field to sweep"),)),
   ]
   return c
 
