@@ -330,6 +330,7 @@ def test_relu_attention_from_csv(tmp_path):
   v, out = regenerate(study, synthetic(study, fill), tmp_path)
   for tag in ("small", "medium", "medium_1000_steps"):
     assert v[f"alpha.relu_1_gt_0.{tag}"].word == studies.CONFIRMED
+    assert v[f"alpha.identity_1_gt_0.{tag}"].word == studies.CONFIRMED
     assert v[f"alpha.relu_1_gt_half.{tag}"].word == studies.CONFIRMED
     assert v[f"act.relu_gt_identity.{tag}"].word == studies.CONTRADICTED
     assert v[f"sm.relu_equal.{tag}"].word == studies.CONFIRMED
@@ -341,10 +342,10 @@ def test_relu_attention_from_csv(tmp_path):
   # Every alpha claim is confirmed in every setting, so the note counts
   # them per setting without saying the ordering differs between them.
   assert ("The alpha claims by setting:** the paper's alpha claims (alpha 1 "
-          "> alpha 0.5, relu/n > relu) -- small (200 steps): 3 of 3 "
-          "confirmed, 0 contradicted; medium (200 steps): 3 of 3 confirmed, "
-          "0 contradicted; medium, 1000 steps: 3 of 3 confirmed, 0 "
-          "contradicted.") in text
+          "> alpha 0.5, alpha 1 > alpha 0, for relu and identity) -- small "
+          "(200 steps): 4 of 4 confirmed, 0 contradicted; medium (200 "
+          "steps): 4 of 4 confirmed, 0 contradicted; medium, 1000 steps: 4 "
+          "of 4 confirmed, 0 contradicted.") in text
   assert "differs between settings" not in text
   assert "L = 49 tokens" in text
   # relu/n = softmax here, so the 'below softmax' note must not appear.
