@@ -189,6 +189,10 @@ def _claims() -> list[Claim]:
 
 CLAIMS = _claims()
 LABELS = ["control", *"ABCDEFGH"]
+# Every setting run for the paper's 10 epochs, and the part that holds it.
+TEN_EPOCHS = {"A": "models_10ep", "B": "models_10ep", "C": "models_10ep",
+              "D": "df_10ep", "F": "df_10ep",
+              "B, no skip, separate optimizers": "separate_10ep"}
 
 
 def collapsed(run) -> float | None:
@@ -280,9 +284,11 @@ def collapse_cell(runs, where):
 
 
 def plot_curves(path, runs, part, labels, metric, split, ylabel, logy=False):
+  """``part``: one part for every label, or a dict label -> part."""
   fig, axes = plots.subplots(size=(6.6, 4.2))
   ax = axes[0][0]
-  groups = {lab: [r for r in studies.select(runs, sel(lab, part))]
+  parts = part if isinstance(part, dict) else dict.fromkeys(labels, part)
+  groups = {lab: list(studies.select(runs, sel(lab, parts[lab])))
             for lab in labels}
   if not plots.curves(ax, groups, metric, split, scale=100.0 if
                       metric == "accuracy" else 1.0):
@@ -382,8 +388,8 @@ def sections(runs, verdicts, out):
       plot_curves(os.path.join(out, "loss.png"), runs, "models",
                   list("ABCDEFGH"), "loss", "train", "train loss",
                   logy=True),
-      plot_curves(os.path.join(out, "accuracy_10ep.png"), runs,
-                  "models_10ep", list("ABC"), "accuracy", "eval",
+      plot_curves(os.path.join(out, "accuracy_10ep.png"), runs, TEN_EPOCHS,
+                  list(TEN_EPOCHS), "accuracy", "eval",
                   "test accuracy % (mean, 95 % band)")]
   plots_sec = "## Plots\n\n" + "\n".join(
       render.image(f, os.path.basename(f)) for f in files if f)
