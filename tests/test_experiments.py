@@ -244,7 +244,9 @@ def test_periodic_from_csv(tmp_path):
   assert v["bd.stable"].word == studies.CONFIRMED
   assert v["bd.prenorm_siren_performs_well"].word == studies.INCONCLUSIVE
   assert v["sat.softmax_saturates_more"].word == studies.CONFIRMED
-  assert v["fig7.boundary"].word == studies.CONFIRMED
+  # The frame share is not the paper's object boundary: no verdict.
+  assert v["fig7.boundary"].word == studies.NOT_TESTABLE
+  assert "object/content boundary" in v["fig7.boundary"].reason
   # The inverted depth trend: contradicted, and said so in the header.
   assert v["t2.depth_helps_softmax"].word == studies.CONTRADICTED
   assert "No depth gain (inverted)" in (out / "RESULTS.md").read_text()
