@@ -94,7 +94,12 @@ def test_equivalence_by_tost_inside_and_outside_the_margin():
   assert studies.judge(claim("~", margin=1.0), far).word == C.CONTRADICTED
   # Equal on average but too noisy to show it: not "confirmed".
   noisy = pair_runs([0.80, 0.83, 0.86], [0.77, 0.85, 0.87])
-  assert studies.judge(claim("~", margin=1.0), noisy).word == C.INCONCLUSIVE
+  v = studies.judge(claim("~", margin=1.0), noisy)
+  assert v.word == C.INCONCLUSIVE
+  # ... and the reason says the spread rules equivalence out at this n.
+  assert "wider than the ±1 band, so 3 pairs cannot" in v.reason
+  assert "wider than" not in studies.judge(claim("~", margin=10.0),
+                                           noisy).reason
   with pytest.raises(ValueError, match="margin"):
     claim("~")
 

@@ -290,9 +290,14 @@ def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA
       return Verdict(CONTRADICTED, est, ci, p_out, n,
                      f"beyond the ±{claim.margin:g} margin, one-sided "
                      f"p={p_out:.3g} < {alpha}" + note)
+    # Say when the spread alone rules equivalence out at this n: a reader
+    # should not wait for a verdict that more of the same cannot give.
+    wide = (f"; the 95 % CI ({ci[1] - ci[0]:.3g} wide) is wider than the "
+            f"±{claim.margin:g} band, so {n} pairs cannot show equivalence"
+            if ci is not None and ci[1] - ci[0] > 2 * claim.margin else "")
     return Verdict(INCONCLUSIVE, est, ci, p_eq, n,
                    f"TOST p={p_eq:.3g}, outside-margin p={p_out:.3g}: neither "
-                   f"< {alpha}" + note)
+                   f"< {alpha}{wide}" + note)
   want = "greater" if claim.relation == ">" else "less"
   other = "less" if want == "greater" else "greater"
   p_for = stats.paired_t(d, want, c)
