@@ -243,6 +243,7 @@ def test_periodic_from_csv(tmp_path):
   assert v["bd.siren_max"].word == studies.CONFIRMED
   assert v["bd.stable"].word == studies.CONFIRMED
   assert v["bd.prenorm_siren_performs_well"].word == studies.INCONCLUSIVE
+  assert v["bd.prenorm_helps_siren"].n == 9     # 3 depths x 3 seeds
   assert v["sat.softmax_saturates_more"].word == studies.CONFIRMED
   # The frame share is not the paper's object boundary: no verdict.
   assert v["fig7.boundary"].word == studies.NOT_TESTABLE

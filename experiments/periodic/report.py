@@ -127,6 +127,12 @@ def _claims() -> list[Claim]:
             "Table 2", "55.19/59.62/73.25 vs 52.67/58.21/67.01", ACCURACY,
             sel(pre("siren_max")), sel(SM), ">",
             pair_by=("model.depth", "seed"), section="bd"),
+      Claim("bd.prenorm_helps_siren", "pre-normalization helps siren_max: "
+            "prenorm(siren_max) > siren_max (all depths, paired by depth "
+            "and seed)", "Sec. 4 text", "\"helps Siren-max avoid the "
+            "gradient jump points\"", ACCURACY, sel(pre("siren_max")),
+            sel("siren_max"), ">", pair_by=("model.depth", "seed"),
+            section="bd"),
       Claim("bd.stable", "softmax and sin_softmax do not break down",
             "Table 2", "no break-down", BROKE,
             {"part": "main", "model.normalizer": (SM, SIN)}, relation="none",
