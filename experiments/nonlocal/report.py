@@ -401,7 +401,25 @@ def regime(runs, verdicts):
       "4 heads with sigma 0.01 for both blocks, so our base cells are not "
       "the paper's setting (1 head, He for scaled NL would be).",
       "Memory is XLA's compiled plan, not a measured GPU peak.",
-  ]
+  ] + _dead_at_zero(runs)
+
+
+def _dead_at_zero(runs) -> list[str]:
+  """A note when the sigma-0 NL and scaled NL runs are the same network
+  (equal test error in every seed)."""
+  err = {b: {r.seed: ERROR.of(r) for r in
+             studies.select(runs, sel(4, b, init="zeros")) if r.done}
+         for b in ("softmax", "scaled")}
+  seeds = sorted(set(err["softmax"]) & set(err["scaled"]))
+  if not seeds or any(err["softmax"][s] != err["scaled"][s] for s in seeds):
+    return []
+  return [f"**sigma 0 leaves the blocks untrained:** NL and scaled NL at "
+          f"sigma 0 reach the same test error to the last digit in all "
+          f"{len(seeds)} seeds. With theta, phi, g at 0 the block's y is 0, "
+          "and with W_z's BatchNorm at gamma = 0 no gradient reaches theta, "
+          "phi, g or W_z (only the BN shift trains), so the 'sigma 0 is "
+          "worse' claims compare against a network whose NL blocks never "
+          "learn."]
 
 
 STUDY = studies.Study(
