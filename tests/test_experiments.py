@@ -10,6 +10,7 @@
   here where the budget is below the claim's, inconclusive without runs).
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -207,6 +208,15 @@ def test_nonlocal_from_csv(tmp_path):
     if r.get(nl + "init") == "zeros":
       r.metrics["final/accuracy"] = 0.8 + 0.01 * r.seed
   assert any("sigma 0 leaves" in note for note in study.regime(runs, v))
+  # The 4-head budget note appears only when the two budgets disagree.
+  h4 = v["t3.scaled_lt_nl.h4"]
+  same = {**v, "t3.scaled_lt_nl.h4.1ep": h4}
+  other = {**v, "t3.scaled_lt_nl.h4.1ep": dataclasses.replace(
+      h4, word=studies.INCONCLUSIVE)}
+  assert not any("depends on the budget" in n for n in study.regime(runs,
+                                                                      same))
+  assert any("confirmed at 300 steps" in n and "inconclusive at ~1 epoch" in n
+             for n in study.regime(runs, other))
   for png in ("table3_error.png", "attention_maps.png"):
     assert (out / png).exists()
 

@@ -401,7 +401,22 @@ def regime(runs, verdicts):
       "4 heads with sigma 0.01 for both blocks, so our base cells are not "
       "the paper's setting (1 head, He for scaled NL would be).",
       "Memory is XLA's compiled plan, not a measured GPU peak.",
-  ] + _dead_at_zero(runs)
+  ] + _budget_note(runs, verdicts) + _dead_at_zero(runs)
+
+
+def _budget_note(runs, verdicts) -> list[str]:
+  """The 4-head headline at both budgets, when their words differ."""
+  steps = sorted({r.total_steps for r in studies.select(runs, {"part": "main"})
+                  if r.total_steps})
+  short = verdicts.get("t3.scaled_lt_nl.h4")
+  long_ = verdicts.get("t3.scaled_lt_nl.h4.1ep")
+  if short is None or long_ is None or short.word == long_.word:
+    return []
+  return ["**The 4-head comparison depends on the budget:** scaled NL - "
+          f"NL error is {short.word} at {'/'.join(map(str, steps))} steps "
+          f"({render.estimate(short)}, n={short.n}) and {long_.word} at "
+          f"~1 epoch ({render.estimate(long_)}, n={long_.n}); neither is "
+          "the paper's 164-epoch end point."]
 
 
 def _dead_at_zero(runs) -> list[str]:
