@@ -261,6 +261,9 @@ def test_periodic_from_csv(tmp_path):
   assert v["bd.prenorm_siren_performs_well"].word == studies.INCONCLUSIVE
   assert v["bd.prenorm_helps_siren"].n == 9     # 3 depths x 3 seeds
   assert v["sat.softmax_saturates_more"].word == studies.CONFIRMED
+  # Median 0.3 of a uniform row's gradient: not "very small" (< 0.1).
+  assert v["sat.softmax_mostly_small"].word == studies.CONTRADICTED
+  assert "t against 0.1" in v["sat.softmax_mostly_small"].reason
   # The frame share is not the paper's object boundary: no verdict.
   assert v["fig7.boundary"].word == studies.NOT_TESTABLE
   assert "object/content boundary" in v["fig7.boundary"].reason

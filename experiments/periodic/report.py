@@ -142,6 +142,13 @@ def _claims() -> list[Claim]:
             "Fig. 6", "softmax's gradient vanishes for large inputs",
             SATURATED, sel(SM), sel(SIN), ">",
             pair_by=("model.depth", "seed"), section="sat"),
+      # "Most are very small" <=> the median is: below a tenth of a
+      # uniform row's (our threshold, a generous reading of "very small").
+      Claim("sat.softmax_mostly_small", "most of softmax's local gradients "
+            "are very small: median n|dw/ds| < 0.1 (uniform row: 1)",
+            "Sec. 4, Fig. 6", "\"most of the gradient of Softmax are very "
+            "small\"", LGRAD, sel(SM), relation="<", target=0.1,
+            pair_by=("model.depth", "seed"), section="sat"),
       Claim("sat.softmax_smaller_gradient", "softmax's typical local "
             "gradient is smaller than sin_softmax's", "Sec. 3", "same", LGRAD,
             sel(SM), sel(SIN), "<", pair_by=("model.depth", "seed"),
