@@ -460,7 +460,8 @@ def setting(runs):
           f"{c.batch_size}, AdamW lr {c.schedule.base_lr:g} wd "
           f"{c.optimizer.weight_decay:g}, budgets 50/100/200 steps x 3 seeds "
           "(variants 2 seeds) and 1200 steps x 3 seeds (`attention_1200`); "
-          "NSM loss on PreResNet-20. Full scale: "
+          "softmax, NSM and LogitNorm cross-entropies on a PreResNet-20 "
+          "(150 steps x 3 seeds). Full scale: "
           "`experiments/normsoftmax/sweep.py:scale=full`.")
 
 
