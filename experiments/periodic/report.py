@@ -401,7 +401,9 @@ def regime(runs, verdicts):
          "and rotation augmentation (the authors' demo code, as the spec "
          "records it; the paper's text gives no schedule) vs Fashion-MNIST "
          "for 300-1500 steps with one lr/wd for all (ours, *inferred*); no "
-         "rotation augmentation at reduced scale. The break-down claims "
+         "rotation augmentation at reduced scale. Table 2's end-of-training "
+         "orderings are judged here as early-training orderings; the "
+         "break-down claims "
          "are judged on these short runs too: \"early stages\" of 50 "
          "epochs may lie beyond them."]
   v = verdicts.get("t2.depth_helps_softmax")

@@ -285,7 +285,9 @@ def regime(runs, verdicts):
   tokens = _tokens()
   out = ["The paper trains S/32..S/8 for 30 epochs of ImageNet-21k; ours "
          f"are {_budget(runs, 'main')} (and {_budget(runs, 'medium_1000')})"
-         f" of 2-layer ViTs on Fashion-MNIST ({_epochs(runs)} epochs).",
+         f" of 2-layer ViTs on Fashion-MNIST ({_epochs(runs)} epochs): the "
+         "paper's end-of-training orderings are judged here as "
+         "early-training orderings.",
          f"**One sequence length:** every run here has L = {tokens} tokens, "
          f"so L^-alpha is the fixed factor {tokens}^-alpha (1, "
          f"1/{tokens ** 0.5:.3g}, 1/{tokens}): the alpha claims compare "
