@@ -466,13 +466,7 @@ def setting(runs):
 
 
 def _epochs(runs, part) -> str:
-  """"0.11-0.43": the range of a part's declared epochs."""
-  eps = sorted({r.epochs for r in studies.select(runs, {"part": part})
-                if r.epochs})
-  if not eps:
-    return "?"
-  return f"{eps[0]:.2g}" if eps[0] == eps[-1] else \
-      f"{eps[0]:.2g}-{eps[-1]:.2g}"
+  return render.epoch_range(studies.select(runs, {"part": part}))
 
 
 _READING = {

@@ -269,11 +269,6 @@ def _tokens() -> int:
   return (28 // ph) * (28 // pw) + (c.model.pool == "tok")
 
 
-def _epochs(runs) -> str:
-  eps = sorted({r.epochs for r in runs if r.epochs})
-  return f"{eps[0]:.2g}-{eps[-1]:.2g}" if eps else "?"
-
-
 def _budget(runs, part):
   """"200 steps": the declared length of a part's runs."""
   steps = sorted({r.total_steps for r in studies.select(runs, {"part": part})
@@ -285,7 +280,7 @@ def regime(runs, verdicts):
   tokens = _tokens()
   out = ["The paper trains S/32..S/8 for 30 epochs of ImageNet-21k; ours "
          f"are {_budget(runs, 'main')} (and {_budget(runs, 'medium_1000')})"
-         f" of 2-layer ViTs on Fashion-MNIST ({_epochs(runs)} epochs): the "
+         f" of 2-layer ViTs on Fashion-MNIST ({render.epoch_range(runs)} epochs): the "
          "paper's end-of-training orderings are judged here as "
          "early-training orderings.",
          f"**One sequence length:** every run here has L = {tokens} tokens, "

@@ -54,6 +54,15 @@ def cell(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric,
                      digits=kw.pop("digits", metric.digits), **kw)
 
 
+def epoch_range(runs: Sequence[Run]) -> str:
+  """"0.11-0.43" (or "2.6"): the span of the runs' declared epochs."""
+  eps = sorted({r.epochs for r in runs if r.epochs})
+  if not eps:
+    return "?"
+  return f"{eps[0]:.2g}" if eps[0] == eps[-1] else \
+      f"{eps[0]:.2g}-{eps[-1]:.2g}"
+
+
 def estimate(v: Verdict, digits: int = 3) -> str:
   """"+1.23 [+0.5, +2.0]": the verdict's estimate and 95 % CI ("" if none)."""
   if v.estimate is None:
