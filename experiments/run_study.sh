@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs one study's missing runs, then exports runs.csv and regenerates
-# RESULTS.md and the plots from it.
+# Runs one study's missing runs (all its parts from one pool of --parallel
+# slots), then exports runs.csv and regenerates RESULTS.md and the plots
+# from it.
 #
 #   bash experiments/run_study.sh STUDY [args for `softattn.sweep run`...]
 #
@@ -21,13 +22,16 @@ python -m softattn.data prepare fashion_mnist
 status=0
 parts=$(python "experiments/$STUDY/report.py" --print-parts="${FOCUS:-all}")
 [ "${OPTIONAL:-0}" = 1 ] && parts="$parts $(python "experiments/$STUDY/report.py" --print-parts=optional)"
+# All parts in one runner: its --parallel slots are shared, so the tail of
+# one part does not leave a core idle while the next part waits.
+specs=(); dirs=()
 for part in $parts; do
   dir="${part%%@*}"; args="${part#*@}"
   spec="experiments/$STUDY/sweep.py"
   [ -n "$args" ] && spec="$spec:$args"
-  python -m softattn.sweep run "$spec" --workdir="$WORKDIR/$dir" "$@" \
-    || status=$?
+  specs+=("$spec"); dirs+=("--workdir=$WORKDIR/$dir")
 done
+python -m softattn.sweep run "${specs[@]}" "${dirs[@]}" "$@" || status=$?
 # Report whatever finished; unfinished runs show as missing seeds.
 python "experiments/$STUDY/report.py" --workdir="$WORKDIR" --out="$OUT" \
   ${REPORT_ARGS:-}

@@ -166,3 +166,34 @@ def test_only_runs_the_matching_runs_and_keeps_the_rest_listed(tmp_path,
                     "behavior-crash__seed-1": "not_started"}
   assert cli.main(argv + ["--only", "*seed-2"]) == 2
   assert "--only '*seed-2' matches no run" in capsys.readouterr().err
+
+
+def test_several_sweeps_share_one_pool(tmp_path, capsys):
+  """A study's parts as one queue: one numbering across the sweeps, each run
+  in its own sweep's workdir, each workdir with its own manifest."""
+  spec, launcher, root = _setup(tmp_path)
+  a, b = os.path.join(root, "a"), os.path.join(root, "b")
+  argv = ["run", f"{spec}:ok", f"{spec}:ok,nan", "--workdir", a,
+          "--workdir", b, "--parallel", "2", "--launcher", launcher,
+          "--skip_checks"]
+  assert cli.main(argv) == 1          # b's nan runs fail
+  out = capsys.readouterr().out
+  assert "start [1/6] a/seed-0" in out and "start [6/6] b/" in out
+  assert "done a/seed-1" in out and "failed b/behavior-nan__seed-0" in out
+  assert "1 done" not in out and "4 done, 2 failed" in out
+  assert len(json.load(open(os.path.join(a, "sweep.json")))["runs"]) == 2
+  assert len(json.load(open(os.path.join(b, "sweep.json")))["runs"]) == 4
+  assert _attempts(a, "seed-0") == 1 and _attempts(b, "behavior-ok__seed-0") == 1
+  # --only may name runs of one sweep only; a name in none is an error.
+  assert cli.main(argv + ["--only", "*nan__seed-1", "--retry_failed"]) == 1
+  out = capsys.readouterr().out
+  assert "start [1/1] b/behavior-nan__seed-1" in out
+  assert cli.main(argv + ["--only", "*seed-7"]) == 2
+  assert "matches no run in any of the sweeps" in capsys.readouterr().err
+  # One --workdir per sweep, and never two sweeps in one folder.
+  assert cli.main(argv[:5] + ["--launcher", launcher, "--skip_checks"]) == 2
+  assert "give one --workdir per SPEC" in capsys.readouterr().err
+  same = ["run", f"{spec}:ok", f"{spec}:nan", "--workdir", a, "--workdir", a,
+          "--launcher", launcher, "--skip_checks"]
+  assert cli.main(same) == 2
+  assert "share a workdir" in capsys.readouterr().err

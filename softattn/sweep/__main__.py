@@ -1,6 +1,8 @@
 """``python -m softattn.sweep run|launch|report`` (``--help`` on each).
 
   run SPEC --workdir DIR [--parallel N]   run the grid here (resumable)
+  run SPEC1 SPEC2 --workdir D1 --workdir D2 --parallel N
+                                           several sweeps from one pool
   launch SPEC --workdir gs://... --tpu NAME --zone Z --print
                                            print one TPU-VM command per run
   report DIR                               table, fits and plot of a sweep
@@ -20,10 +22,18 @@ from softattn.sweep import declaration
 from softattn.sweep import fit as fit_lib
 
 
-def _add_sweep_args(p: argparse.ArgumentParser) -> None:
-  p.add_argument("spec", help="sweep config: path.py[:arg]")
-  p.add_argument("--workdir", required=True,
-                 help="sweep directory; run R goes to WORKDIR/R")
+def _add_sweep_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+  if many:
+    p.add_argument("spec", nargs="+",
+                   help="sweep config(s): path.py[:arg]; several share one "
+                        "pool of --parallel slots, one --workdir each")
+    p.add_argument("--workdir", required=True, action="append",
+                   help="sweep directory; run R goes to WORKDIR/R (once per "
+                        "SPEC, in the same order)")
+  else:
+    p.add_argument("spec", help="sweep config: path.py[:arg]")
+    p.add_argument("--workdir", required=True,
+                   help="sweep directory; run R goes to WORKDIR/R")
   p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                  help="override a field in every run (repeatable), e.g. "
                       "--set total_steps=10 for a smoke test")
@@ -37,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                                    description=__doc__.split("\n")[0])
   sub = parser.add_subparsers(dest="command", required=True)
 
-  run = sub.add_parser("run", help="run the sweep locally")
-  _add_sweep_args(run)
+  run = sub.add_parser("run", help="run the sweep(s) locally")
+  _add_sweep_args(run, many=True)
   run.add_argument("--parallel", type=int, default=1,
                    help="runs at once (default 1)")
   run.add_argument("--retry_failed", action="store_true",
@@ -90,31 +100,41 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args) -> int:
   from softattn.sweep import rundir, runner  # pylint: disable=g-import-not-at-top
-  sweep = declaration.load(args.spec, extra=args.set)
+  if len(args.workdir) != len(args.spec):
+    raise declaration.SweepError(
+        f"{len(args.spec)} sweep(s) and {len(args.workdir)} --workdir(s); "
+        "give one --workdir per SPEC, in the same order")
+  jobs = [(declaration.load(spec, extra=args.set), workdir)
+          for spec, workdir in zip(args.spec, args.workdir)]
   if args.launcher:
     launcher = shlex.split(args.launcher)
   elif args.mock_data:
     launcher = [sys.executable, "-m", "softattn.sweep.mock_main"]
   else:
     launcher = runner.default_launcher()
-  selected = sweep.select(args.only)
   if not args.skip_checks:
-    runner.preflight(sweep, mock_data=args.mock_data)
+    for sweep, _ in jobs:
+      runner.preflight(sweep, mock_data=args.mock_data)
   if args.dry_run:
-    for r in selected:
-      state = rundir.run_state(os.path.join(args.workdir, r.name))
-      print(f"# {r.name}: {state.state}")
-      print(shlex.join([*launcher, *declaration.main_args(
-          sweep, r, args.workdir)]))
+    chosen = declaration.select_all([sw for sw, _ in jobs], args.only)
+    for (sweep, workdir), runs in zip(jobs, chosen):
+      for r in runs:
+        state = rundir.run_state(os.path.join(workdir, r.name))
+        print(f"# {r.name}: {state.state}")
+        print(shlex.join([*launcher, *declaration.main_args(
+            sweep, r, workdir)]))
     return 0
-  outcome = runner.run_sweep(sweep, args.workdir, parallel=args.parallel,
-                             retry_failed=args.retry_failed,
-                             only=args.only, launcher=launcher)
+  outcome = runner.run_sweeps(jobs, parallel=args.parallel,
+                              retry_failed=args.retry_failed,
+                              only=args.only, launcher=launcher)
   counts = {}
   for state in outcome.values():
     counts[state] = counts.get(state, 0) + 1
+  dirs = " ".join(args.workdir)
   print("sweep: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        + f"; `python -m softattn.sweep report {args.workdir}` tabulates it")
+        + (f"; `python -m softattn.sweep report {dirs}` tabulates it"
+           if len(args.workdir) == 1 else
+           f"; `python -m softattn.sweep report DIR` tabulates each of {dirs}"))
   return 0 if all(s == runstate.State.DONE for s in outcome.values()) else 1
 
 

@@ -122,6 +122,29 @@ def config_from_file(path: str, arg: str | None = None, *,
   return _call(_load_module(path).get_config, arg)
 
 
+
+def select_all(sweeps: Sequence[Sweep], patterns: Sequence[str]
+               ) -> list[list[Run]]:
+  """``Sweep.select`` over several sweeps run as one (a study's parts): each
+  sweep's runs that match any pattern; a pattern must match a run in at
+  least one of them.
+
+  Raises:
+    SweepError: a pattern matches no run of any sweep.
+  """
+  if len(sweeps) == 1:
+    return [sweeps[0].select(patterns)]
+  hit = lambda r, p: fnmatch.fnmatchcase(r.name, p)
+  lost = [p for p in patterns
+          if not any(hit(r, p) for sw in sweeps for r in sw.runs)]
+  if lost:
+    raise SweepError(f"--only {', '.join(map(repr, lost))} matches no run in "
+                     "any of the sweeps.")
+  return [[r for r in sw.runs if not patterns or any(hit(r, p)
+                                                     for p in patterns)]
+          for sw in sweeps]
+
+
 def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
   """Loads and checks a sweep config ``"path.py[:arg]"``.
 

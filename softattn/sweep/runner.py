@@ -106,29 +106,59 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
   Raises:
     KeyboardInterrupt: the runner was stopped (its runs are stopped too).
   """
+  out = run_sweeps([(sweep, workdir)], parallel=parallel,
+                   retry_failed=retry_failed, only=only, launcher=launcher,
+                   grace_s=grace_s, poll_s=poll_s, log=log)
+  return {name: state for (_, name), state in out.items()}
+
+
+def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
+               parallel: int = 1, retry_failed: bool = False,
+               only: Sequence[str] = (),
+               launcher: Sequence[str] | None = None,
+               grace_s: float = 30.0, poll_s: float = 0.5,
+               log: Callable[[str], None] = print
+               ) -> dict[tuple[str, str], str]:
+  """``run_sweep`` over several ``(sweep, workdir)`` jobs from one pool.
+
+  All jobs' unfinished runs share the ``parallel`` slots, in job order: a
+  study's parts (one sweep and workdir each) run as one queue, so the last
+  run of one part does not leave a core idle while the next part waits.
+  ``only``: as ``declaration.select_all``. Returns ``{(workdir, run name):
+  final state}``.
+  """
   if parallel < 1:
     raise declaration.SweepError(f"parallel={parallel}; use 1 or more.")
+  if len({os.path.abspath(w) for _, w in jobs}) != len(jobs):
+    raise declaration.SweepError("two sweeps share a workdir; give each its "
+                                 "own --workdir")
   launcher = list(launcher or default_launcher())
-  os.makedirs(workdir, exist_ok=True)
-  write_manifest(sweep, workdir, launcher)
+  selected = declaration.select_all([sw for sw, _ in jobs], only)
+  # Several jobs: name runs by their sweep's folder, since parts reuse names.
+  tag = (lambda w: os.path.basename(os.path.normpath(w)) + "/") \
+      if len(jobs) > 1 else (lambda w: "")
 
-  outcome: dict[str, runstate.State] = {}
+  outcome: dict[tuple[str, str], runstate.State] = {}
   todo = []
-  for run in sweep.select(only):
-    state = rundir.run_state(os.path.join(workdir, run.name))
-    if state.state == runstate.State.DONE:
-      log(f"skip {run.name}: done")
-      outcome[run.name] = state.state
-    elif state.state == runstate.State.FAILED and not retry_failed:
-      log(f"skip {run.name}: failed before ({state.reason}); "
-          "--retry_failed reruns it")
-      outcome[run.name] = state.state
-    else:
-      if state.resumable:
-        log(f"resume {run.name}: {state.reason}")
-      todo.append(run)
+  for (sweep, workdir), runs in zip(jobs, selected):
+    os.makedirs(workdir, exist_ok=True)
+    write_manifest(sweep, workdir, launcher)
+    for run in runs:
+      label = tag(workdir) + run.name
+      state = rundir.run_state(os.path.join(workdir, run.name))
+      if state.state == runstate.State.DONE:
+        log(f"skip {label}: done")
+        outcome[workdir, run.name] = state.state
+      elif state.state == runstate.State.FAILED and not retry_failed:
+        log(f"skip {label}: failed before ({state.reason}); "
+            "--retry_failed reruns it")
+        outcome[workdir, run.name] = state.state
+      else:
+        if state.resumable:
+          log(f"resume {label}: {state.reason}")
+        todo.append((sweep, workdir, run))
 
-  active: dict[str, tuple[subprocess.Popen, dict, object]] = {}
+  active: dict[tuple[str, str], tuple[subprocess.Popen, dict, object]] = {}
   # Signal handlers can only be set from the main thread (not, e.g., from a
   # notebook's worker); elsewhere SIGTERM keeps its default meaning.
   in_main = threading.current_thread() is threading.main_thread()
@@ -137,7 +167,7 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
     total = len(todo)
     while todo or active:
       while todo and len(active) < parallel:
-        run = todo.pop(0)
+        sweep, workdir, run = todo.pop(0)
         run_dir = os.path.join(workdir, run.name)
         os.makedirs(run_dir, exist_ok=True)
         cmd = [*launcher, *declaration.main_args(sweep, run, workdir)]
@@ -152,30 +182,31 @@ def run_sweep(sweep: declaration.Sweep, workdir: str, *, parallel: int = 1,
         # which then stops each run the same way (SIGTERM, then SIGKILL).
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
-        active[run.name] = (proc, attempt, logf)
+        active[workdir, run.name] = (proc, attempt, logf)
         n = total - len(todo)
-        log(f"start [{n}/{total}] {run.name} (pid {proc.pid})")
+        log(f"start [{n}/{total}] {tag(workdir)}{run.name} (pid {proc.pid})")
       time.sleep(poll_s)
-      for name, (proc, attempt, logf) in list(active.items()):
+      for key, (proc, attempt, logf) in list(active.items()):
         if proc.poll() is None:
           continue
-        del active[name]
+        del active[key]
         logf.close()
+        workdir, name = key
         attempt = _finish(workdir, name, attempt, proc.returncode,
                           interrupted=False)
         state = rundir.run_state(os.path.join(workdir, name))
-        outcome[name] = state.state
+        outcome[key] = state.state
         took = attempt["ended"] - attempt["started"]
         extra = f": {state.reason}" if state.reason and \
             state.state != runstate.State.DONE else ""
-        log(f"{state.state} {name} (exit {proc.returncode}, {took:.0f} s)"
-            f"{extra}")
+        log(f"{state.state} {tag(workdir)}{name} (exit {proc.returncode}, "
+            f"{took:.0f} s){extra}")
   except (KeyboardInterrupt, _Stop):
     log(f"stopping {len(active)} run(s); `sweep run` again resumes them")
     for proc, _, _ in active.values():
       _signal(proc, signal.SIGTERM)
     deadline = time.time() + grace_s
-    for name, (proc, attempt, logf) in active.items():
+    for (workdir, name), (proc, attempt, logf) in active.items():
       try:
         proc.wait(timeout=max(0.0, deadline - time.time()))
       except subprocess.TimeoutExpired:
