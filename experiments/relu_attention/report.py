@@ -6,11 +6,11 @@ r"""The ReLU-attention study (Wortsman et al. 2023): claims and sections.
 ``STUDY`` declares the runs (``sweep.py``: part ``main``, the alpha x h
 grid at two sizes, 3 seeds for softmax and for relu / identity at alpha
 0, 0.5, 1; the focus part ``medium_1000``: those on the medium model at
-1000 steps x 3 seeds), every claim (Fig. 2's alpha, "removing the
-activation hurts", relu/n vs softmax, Figs. 3-4, the probe, Fig. 1) and the
-sections; ``softattn.studies.claims.RULE`` judges them. The alpha grid of
-the other activations has one seed: it is tabulated and plotted, and no
-verdict rests on it.
+1000 steps x 3 seeds), every claim (Fig. 2's alpha and "no clear best
+non-linearity", "removing the activation hurts", relu/n vs softmax, Figs.
+3-4, the probe, Fig. 1) and the sections; ``softattn.studies.claims.RULE``
+judges them. The alpha grid of the other activations has one seed below
+alpha 1: it is tabulated and plotted, and no verdict rests on it.
 """
 
 from __future__ import annotations
@@ -80,6 +80,15 @@ def _claims() -> list[Claim]:
               s(relu_n(1.0)), s("softmax"), "~", margin=1.0,
               section="alpha"),
     ]
+    # "No clear best non-linearity at alpha ~ 1", as equivalences with
+    # relu/n (the paper's choice); identity is "removing the activation".
+    if part == "main":
+      c += [Claim(f"act.{h}_equal_relu.{t}", f"{label}: no clear best "
+                  f"non-linearity at alpha 1: {h}/n ~ relu/n (±1 point)",
+                  "Fig. 2", "\"no clear best non-linearity at alpha ~ 1\"",
+                  ACCURACY, s(relu_n(1.0, h)), s(relu_n(1.0)), "~",
+                  margin=1.0, section="alpha")
+            for h in study.ACTS if h not in ("relu", "identity")]
   g1, g0 = (sel(relu_n(a), gated=True) for a in (1.0, 0.0))
   c += [
       Claim("qkln.softmax", "softmax: qk-LayerNorm on ~ off (±1 point)",

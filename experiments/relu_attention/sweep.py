@@ -9,7 +9,9 @@ Setup as below. Runs (all with qk-LayerNorm unless said):
   ``softmax``, at two model sizes, seed 0;
 * extra seeds 1, 2 for softmax and for relu and identity at alpha 0, 0.5
   and 1 (``SEEDED``) at both sizes, so that the main comparisons -- alpha,
-  "removing the activation hurts", relu/n vs softmax -- have 3 seeds;
+  "removing the activation hurts", relu/n vs softmax -- have 3 seeds; and
+  for the other activations at alpha 1 (``AT_ALPHA_1``), so that Fig. 2's
+  "no clear best non-linearity at alpha ~ 1" has 3 seeds too;
 * Fig. 3: without qk-LayerNorm, softmax and relu/n, small size, 3 seeds;
 * Fig. 4: with the gated attention unit, relu at alpha 0 and 1, small size,
   3 seeds;
@@ -29,9 +31,10 @@ Scales:
   tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
   on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws):
-  102 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
-  small size): 52 minutes on 2 cores with ``--parallel=2`` (measured
-  2026-11-23), much of it per-run compilation.
+  118 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
+  small size): 96 run-minutes of wall time, ~50 minutes on 2 cores with
+  ``--parallel=2`` (measured 2026-11-23/24), much of it per-run
+  compilation.
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
@@ -44,7 +47,8 @@ The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``medium_1000`` focus part; ``run.sh`` runs it):
 ``subset=focus,steps=1000`` -- the medium model at 5x the budget, 21 runs,
 35 minutes with ``--parallel=2`` (measured 2026-11-23). The extra seeds
-(``SEEDED`` at 3 seeds on both sizes) are part of the 102 main runs.
+(``SEEDED`` and ``AT_ALPHA_1`` at 3 seeds on both sizes) are part of the
+118 main runs.
 """
 
 from softattn import configlib
@@ -65,6 +69,9 @@ def relu_n(alpha, act="relu"):
 # The normalizers with 3 seeds at every size (and in the focus set).
 SEEDED = ["softmax"] + [relu_n(al, h) for h in ("relu", "identity")
                         for al in (0.0, 0.5, 1.0)]
+# The other activations at alpha 1, 3 seeds at every size (main part only):
+# Fig. 2 compares the non-linearities there.
+AT_ALPHA_1 = [relu_n(1.0, h) for h in ACTS if h not in ("relu", "identity")]
 
 
 def _arg(arg):
@@ -129,8 +136,8 @@ def get_sweep(arg=None):
     return fig2
   more = grid.sweep("seed", list(range(1, a.seeds)))
   all_seeds = grid.sweep("seed", list(range(a.seeds)))
-  extra = grid.product(_sizes(a), grid.sweep("model.normalizer", SEEDED),
-                       more)
+  extra = grid.product(_sizes(a), grid.sweep("model.normalizer",
+                                             SEEDED + AT_ALPHA_1), more)
   small = _sizes(a, ["small"])
   no_qkln = grid.product(small, grid.sweep("model.normalizer",
                                            ["softmax", relu_n(1.0)]),
