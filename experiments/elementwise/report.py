@@ -22,9 +22,10 @@ accuracy is at chance (< 15 %): the paper's "NaN" rows.
 Probes (at export, from each finished run's checkpoint; ``--no_probes``
 skips them): the paper's "last gradients average" (``paper_grad_avg``), how
 far the attention weights moved from the loop's own init
-(``studies.moved_from_init``), and for the lowest seed of B without skip
-at 10 epochs, what its first optimizer steps do to the ReLUs
-(``first_steps``, stored in ``runs.csv``).
+(``studies.moved_from_init``), the statistics the paper prints of the
+first head's x and y weights (``first_head_weights``), and for the lowest
+seed of B without skip at 10 epochs, what its first optimizer steps do to
+the ReLUs (``first_steps``, stored in ``runs.csv``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
 _probes = studies.load_module(os.path.join(HERE, "probes.py"))
 first_steps, paper_grad_avg = _probes.first_steps, _probes.paper_grad_avg
+first_head_weights = _probes.first_head_weights
 BASE = {"models": "part=models", "separate": "part=separate",
         "models_10ep": "part=models,epochs=10,variants=ABC,extras=false,"
                        "seeds=3",
@@ -72,6 +74,16 @@ COLLAPSED = Metric("collapsed", "value/collapsed")
 PARAMS = Metric("parameters", "value/params", digits=0)
 GRAD_AVG = Metric("|last gradients average|", "value/abs_grad_avg",
                   digits=2)
+# log10 of it: the paper's collapsed models print 0 and "oscillated between
+# 1e-12 and 9e-11", a scale a t test on the raw value cannot see.
+LOG_GRAD = Metric("log10 |last gradients average|",
+                  "value/log10_abs_grad_avg", digits=3)
+W_BAND = Metric(f"share of the first head's x/y weights within "
+                f"±{_probes.WEIGHT_BAND:g}", "value/w_within_band", digits=3)
+Y_OVER_X_STD = Metric("std(y weights) / std(x weights), first head",
+                      "value/y_over_x_std", digits=3)
+X_STD = Metric("std of the first head's x weights", "value/x_w_std",
+               digits=4)
 END = paper_fraction(1.0, 10, "Table 1 compares end points after 10 epochs")
 MOVED = Requirement("the attention weights must have moved from their "
                     "init (relative change of the x/y weights >= 10 %; "
@@ -101,6 +113,13 @@ def _claims() -> list[Claim]:
     c.append(Claim(f"t1.{v}_collapses", f"{v} (BN, 2 layers) collapses "
                    "within 10 epochs", "Table 1", "NaN", COLLAPSED,
                    sel(v, "models_10ep"), relation="all", section="t1"))
+  c.append(Claim(
+      "t1.AC_grads_vanish", "A's and C's first-layer gradients vanish: "
+      "|grad avg| < 1e-10 (log10 < -10)", "Sec. 3 (on Table 1)",
+      "0 (\"oscillated between 1e-12 and 9e-11\")", LOG_GRAD,
+      {"part": "models_10ep", "model.variant": ("A", "C"),
+       "model.skip": True}, relation="<", target=-10.0,
+      pair_by=("model.variant", "seed"), min_budget=(END,), section="t1"))
   c += [
       Claim("t1.EG_stable", "E and G (BN, 4 layers) do not collapse",
             "Table 1", "77.09, 76.37", COLLAPSED,
@@ -160,6 +179,16 @@ def _claims() -> list[Claim]:
             "are larger than B's (|grad avg| ratio > 10)", "Table 1",
             "0.002 vs 2.9e-05", GRAD_AVG, sel("control"),
             sel("B", "models_10ep"), ">", target=10.0, contrast="ratio", min_budget=(END,), section="t1"),
+      # The paper inspected G's trained weights; N(0, 0.02) puts 98.8 % in
+      # the band at init, so both claims also need the weights to move.
+      Claim("t1.G_weights_small", "G's trained first-head x/y weights "
+            "mostly lie within ±0.05 (share > 0.5)", "Sec. 3 (after "
+            "Fig. 9)", "\"most values\"", W_BAND, sel("G"), relation=">",
+            target=0.5, min_budget=(END, MOVED), section="t1"),
+      Claim("t1.G_y_std_smaller", "G's y weights have a smaller std than "
+            "its x weights (ratio < 1)", "Sec. 3 (after Fig. 9)",
+            "y around -1e-3 to -1e-4", Y_OVER_X_STD, sel("G"), relation="<",
+            target=1.0, min_budget=(END, MOVED), section="t1"),
       Claim("app.single_equal_D", "a single head is about as good as many: "
             "single ~ D (±1 point)", "Appendix", "80.09 vs 81.66", ACCURACY,
             sel("single head"), sel("D"), "~", margin=1.0,
@@ -174,6 +203,12 @@ def _claims() -> list[Claim]:
             "Appendix", "82.13 vs 81.46", ACCURACY,
             sel("B, no skip, separate optimizers", "separate_10ep"),
             sel("B", "models_10ep"), "~", margin=1.0, section="app"),
+      Claim("app.noskip_x_weights", "without skip, separate optimizers: "
+            "the first head's x weights end with std ~0.0208 (±0.002)",
+            "Appendix", "mean 0.0007, std 0.0208", X_STD,
+            sel("B, no skip, separate optimizers", "separate_10ep"),
+            relation="~", margin=0.002, target=0.0208,
+            min_budget=(MOVED,), section="app"),
       Claim("app.noskip_unstable", "without skip on one optimizer training "
             "is unstable (collapses)", "Appendix", "\"too unstable\"",
             COLLAPSED, sel("B, no skip, one optimizer"), relation="all",
@@ -255,6 +290,14 @@ def probe(runs, cache_dir):
     if g is not None:
       r.metrics["value/grad_avg"] = g
       r.metrics["value/abs_grad_avg"] = abs(g)
+      # An exact 0 (a dead first layer) reads as 1e-30: finite for the test.
+      r.metrics["value/log10_abs_grad_avg"] = float(
+          np.log10(max(abs(g), 1e-30)))
+    w = first_head_weights(state["params"])
+    if w is not None:
+      r.metrics["value/x_w_std"] = w["x_std"]
+      r.metrics["value/y_over_x_std"] = w["y_std"] / w["x_std"]
+      r.metrics["value/w_within_band"] = w["within_band"]
     if r.config.model_name == "elementwise":
       moved = studies.moved_from_init(r.config, state, r"(x|y)_weights")
       if moved is not None:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The reduced-scale element-wise attention study (experiments/elementwise/
 # sweep.py; parts declared in report.py's STUDY): models A-H, single head
-# and no-skip, separate optimizers (1 epoch x 2 seeds: 29 minutes on 2 CPU
-# cores with --parallel=2, measured); A, B, C and B without skip at the
-# paper's 10 epochs x 3 seeds (~80 minutes, from the measured 8 runs x 2
-# seeds in 53 minutes); the focus part df_10ep, D and F at 10 epochs x 3
-# seeds (~45 minutes, estimated from C's ~16 minutes per run); the VGG
-# control only with CONTROL=1 (+42 min alone, ~12 GB). Then runs.csv,
+# and no-skip, separate optimizers (1 epoch x 2 seeds: 24 runs, 46
+# run-minutes of wall time, ~25 minutes on 2 CPU cores with --parallel=2);
+# A, B, C and B without skip at the paper's 10 epochs x 3 seeds (12 runs,
+# 114 run-minutes, ~60 minutes); the focus part df_10ep, D and F at 10
+# epochs x 3 seeds (6 runs, 101 run-minutes, ~50 minutes; all measured
+# 2026-11-22/24); the VGG control only with CONTROL=1 (+42 min alone,
+# ~12 GB). Then the export's checkpoint probes (~7 minutes), runs.csv,
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
 #
 #   bash experiments/elementwise/run.sh --parallel=2      # everything
