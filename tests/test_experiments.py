@@ -201,14 +201,22 @@ def test_nonlocal_from_csv(tmp_path):
   assert v["t2.nl_normal_beats_he"].word == studies.INCONCLUSIVE
   assert v["t2.nl_normal_beats_he"].n == 3    # seed 3 missing on one side
   assert v["t3.cifar100"].word == studies.NOT_TESTABLE
+  # The paper's setting pairs runs across parts: NL at 1 head from `main`,
+  # scaled NL with He at 1 head from `paper_defaults`.
+  p1 = v["t3.scaled_lt_nl.h1.paper"]
+  assert p1.word == studies.CONFIRMED and p1.n == 3
+  assert v["t1.direction_hurts_nl.h1"].word == studies.CONFIRMED
+  assert v["t1.direction_hurts_nl_more.h1"].word == studies.CONFIRMED
   text = (out / "RESULTS.md").read_text()
   assert "1 missing" in text and "(n=4)" in text
+  assert "claims judged in both settings" in text
   # The sigma-0 note needs NL and scaled NL equal in every seed.
   assert "sigma 0 leaves" not in text
   for r in runs:
     if r.get(nl + "init") == "zeros":
       r.metrics["final/accuracy"] = 0.8 + 0.01 * r.seed
-  assert any("sigma 0 leaves" in note for note in study.regime(runs, v))
+  assert any("sigma 0 leaves" in note and "all 3 seeds at 1 head and 3 "
+             "seeds at 4 heads" in note for note in study.regime(runs, v))
   # The 4-head budget note appears only when the two budgets disagree.
   h4 = v["t3.scaled_lt_nl.h4"]
   same = {**v, "t3.scaled_lt_nl.h4.1ep": h4}

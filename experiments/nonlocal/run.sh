@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The reduced-scale scaled non-local study (experiments/nonlocal/sweep.py):
-# part `main`, 17 settings x 3 seeds on Fashion-MNIST (36 minutes on 2 CPU
-# cores with --parallel=2, measured), and the focus part `init_1ep` (NL vs
-# scaled NL x He vs sigma 0.01 at 4 heads, 4 seeds x ~1 epoch: ~40 minutes,
-# estimated); then runs.csv, RESULTS.md and the plots in
-# experiments/nonlocal/ (or $OUT). FOCUS=focus runs only the focus part,
-# FOCUS=base only `main`.
+# part `main`, 17 settings x 3 seeds on Fashion-MNIST (55 run-minutes of
+# wall time, ~36 minutes on 2 CPU cores with --parallel=2), and the focus
+# parts `init_1ep` (NL vs scaled NL x He vs sigma 0.01 at 4 heads, 4 seeds x
+# ~1 epoch: 37 run-minutes, ~20 minutes) and `paper_defaults` (the paper's
+# setting where `main` differs: scaled NL with He, Tables 1-2 at 1 head;
+# 27 runs, 20 run-minutes, ~10 minutes; all measured 2026-11-23/24); then
+# runs.csv, RESULTS.md and the plots in experiments/nonlocal/ (or $OUT).
+# FOCUS=focus runs only the focus parts, FOCUS=base only `main`.
 #
 #   bash experiments/nonlocal/run.sh                        # everything
 #   bash experiments/nonlocal/run.sh --parallel=2           # args go to `sweep run`

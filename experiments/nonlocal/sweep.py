@@ -38,8 +38,20 @@ three tables. Reduced: 17 settings x 3 seeds = 51 runs.
 Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
 (full: cifar10|cifar100), ``seeds`` (default 3 reduced / 10 full),
 ``steps`` (reduced: 300), ``batch`` (reduced: 64), ``size`` (reduced image
-side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (``all``, or
-``init``: only Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads).
+side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (``all``;
+``init``: only Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads;
+``paper``: the paper's own defaults where ``all`` differs from them, see
+below).
+
+The paper's Table 1 and 2 base cells equal its 1-head Table 3 cells, and
+scaled NL's base is its He column: the paper runs scaled NL with He init
+and Tables 1 and 2 at 1 head, where ``all`` uses sigma 0.01 for both
+blocks and 4 heads. ``subset=paper`` adds those settings (the rest are in
+``all``): scaled NL with He at 1 and 2 heads (4 heads is in Table 2),
+magnitude-only / direction-only at 1 head (NL sigma 0.01, scaled NL He),
+and NL He / sigma 0 and scaled NL sigma 0 at 1 head: 9 settings x 3 seeds
+(``report.py``'s ``paper_defaults`` focus part; 20 run-minutes of wall
+time, ~10 minutes with ``--parallel=2``, measured 2026-11-24).
 
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``init_1ep`` focus part; ``run.sh`` runs it):
@@ -63,8 +75,9 @@ def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
-  if a.subset not in ("all", "init"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all or subset=init")
+  if a.subset not in ("all", "init", "paper"):
+    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=init or "
+                     "subset=paper")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   if not a.seeds:
@@ -129,6 +142,21 @@ def get_sweep(arg=None):
     return grid.product(grid.sweep(nl + "normalizer", BLOCKS),
                         grid.fixed(nl + "heads", 4),
                         grid.sweep(nl + "init", ["he", "normal"]), seed)
+  if a.subset == "paper":
+    block = lambda b: grid.fixed(nl + "normalizer", b)
+    one = grid.fixed(nl + "heads", 1)
+    he = grid.fixed(nl + "init", "he")
+    return grid.chain(
+        grid.product(block("scaled"), he, grid.sweep(nl + "heads", [1, 2]),
+                     seed),
+        grid.product(block("softmax"), one, grid.sweep(nl + "mode", MODES),
+                     seed),
+        grid.product(block("scaled"), one, he, grid.sweep(nl + "mode", MODES),
+                     seed),
+        grid.product(block("softmax"), one, grid.sweep(nl + "init", INITS),
+                     seed),
+        grid.product(block("scaled"), one, grid.fixed(nl + "init", "zeros"),
+                     seed))
   no_nl = grid.product(grid.fixed(nl + "heads", 0),
                        grid.fixed(nl + "normalizer", "softmax"), seed)
   table3 = grid.product(grid.sweep(nl + "normalizer", BLOCKS),
