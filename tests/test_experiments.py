@@ -251,6 +251,8 @@ def test_periodic_from_csv(tmp_path):
         0.001 * run.seed * d
     run.metrics["value/border_share"] = (0.8 if soft else 0.7) + \
         0.001 * run.seed
+    run.metrics["value/score_tail_ratio"] = (2.0 if soft else 1.8) + \
+        0.01 * run.seed
     if d == 4 and run.seed == 0 and n in ("softmax", "sin_softmax"):
       run.probes["received"] = list(np.linspace(0, 1, 16))
       for q, x in (("01", -3.0), ("10", -1.0), ("50", 0.0), ("90", 1.0),
@@ -273,6 +275,22 @@ def test_periodic_from_csv(tmp_path):
   # Median 0.3 of a uniform row's gradient: not "very small" (< 0.1).
   assert v["sat.softmax_mostly_small"].word == studies.CONTRADICTED
   assert "t against 0.1" in v["sat.softmax_mostly_small"].reason
+  # Fig. 2: tails heavier than a normal's (ratio 2.0 > 1.815), and some
+  # saturation, each a one-sample t over 3 depths x 3 seeds.
+  for cid in ("fig2.inputs_heavy_tailed", "fig2.inputs_saturate"):
+    assert v[cid].word == studies.CONFIRMED and v[cid].n == 9, cid
+  # The value itself: normal quantiles give the normal's ratio, a heavier
+  # tail more; a layer whose inner range is 0 is left out, not divided by.
+  study_mod = _module("periodic/report.py")
+  run = studies.Run("main", "r", {}, state=State.DONE)
+  z = {"01": -2.3263, "10": -1.2816, "50": 0.0, "90": 1.2816, "99": 2.3263}
+  for q, x in z.items():
+    run.series[f"train/diag/a/score_q{q}"] = [[1, x], [2, 3 * x]]
+    run.series[f"train/diag/b/score_q{q}"] = [[1, 0.0]]
+  assert study_mod.score_tail_ratio(run) == pytest.approx(
+      study_mod.NORMAL_TAIL, rel=1e-4)
+  run.series["train/diag/a/score_q99"] = [[1, 4.0], [2, 12.0]]
+  assert study_mod.score_tail_ratio(run) > study_mod.NORMAL_TAIL + 0.5
   # The frame share is not the paper's object boundary: no verdict.
   assert v["fig7.boundary"].word == studies.NOT_TESTABLE
   assert "object/content boundary" in v["fig7.boundary"].reason

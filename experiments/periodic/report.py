@@ -6,7 +6,8 @@ r"""The periodic-softmax study (Wang et al. 2021): claims, probes, sections.
 ``STUDY`` declares the runs (``sweep.py``: part ``main``; the focus part
 ``depth4_long``: softmax, sin_softmax and sin2_max_shifted at depth 4 for
 1500 steps x 3 seeds), every claim (Table 2 per depth and its depth
-trend, break-downs, gradient saturation, Fig. 7's attention maps) and the
+trend, break-downs, gradient saturation and Fig. 2's input distribution,
+Fig. 7's attention maps) and the
 sections of RESULTS.md; ``softattn.studies.claims.RULE`` judges them.
 
 A run "broke down" when it stopped on a NaN/Inf (``kind=nonfinite``) or
@@ -59,6 +60,10 @@ PAPER_DEPTHS = (1, 2, 4, 8)
 BROKE = Metric("broke down", "value/broke_down")
 SATURATED = Metric("saturated fraction", "value/grad_saturation", digits=4)
 LGRAD = Metric("median n|dw/ds|", "value/lgrad_q50", digits=4)
+# (q99 - q01) / (q90 - q10) of a normal distribution: 2 z(0.99) / 2 z(0.9).
+NORMAL_TAIL = 2.3263 / 1.2816
+TAIL = Metric("input tail ratio (q99 - q01) / (q90 - q10)",
+              "value/score_tail_ratio", digits=3)
 BORDER = Metric("attention share on border tokens", "value/border_share",
                 digits=3)
 
@@ -149,6 +154,21 @@ def _claims() -> list[Claim]:
             "Sec. 4, Fig. 6", "\"most of the gradient of Softmax are very "
             "small\"", LGRAD, sel(SM), relation="<", target=0.1,
             pair_by=("model.depth", "seed"), section="sat"),
+      # Fig. 2 shows the pooled softmax inputs, "not strictly normally
+      # distributed", some "exceed[ing] the expected value range": heavier
+      # tails than a normal's, by a quantile ratio (a moment ratio would
+      # need the raw scores, which the loop does not keep).
+      Claim("fig2.inputs_heavy_tailed", "softmax's inputs have heavier "
+            f"tails than a normal: (q99 - q01) / (q90 - q10) > "
+            f"{NORMAL_TAIL:.3f} (the normal's)", "Fig. 2, Sec. 3",
+            "\"not strictly normally distributed\"", TAIL, sel(SM),
+            relation=">", target=NORMAL_TAIL,
+            pair_by=("model.depth", "seed"), section="sat"),
+      Claim("fig2.inputs_saturate", "part of softmax's inputs falls in its "
+            "saturation area: saturated fraction > 0", "Fig. 2, Sec. 3",
+            "\"always a part of the input stuck in the saturation area\"",
+            SATURATED, sel(SM), relation=">", target=0.0,
+            pair_by=("model.depth", "seed"), section="sat"),
       Claim("sat.softmax_smaller_gradient", "softmax's typical local "
             "gradient is smaller than sin_softmax's", "Sec. 3", "same", LGRAD,
             sel(SM), sel(SIN), "<", pair_by=("model.depth", "seed"),
@@ -174,6 +194,26 @@ def _claims() -> list[Claim]:
 
 
 CLAIMS = _claims()
+
+
+def score_tail_ratio(run) -> float | None:
+  """``(q99 - q01) / (q90 - q10)`` of the normalizer's input, from the
+  loop's score quantiles, mean over logged steps and layers (``NORMAL_TAIL``
+  for normally distributed inputs; larger = heavier tails)."""
+  if not run.done:
+    return None
+  out = []
+  for k in run.keys("diag/", "/score_q50"):
+    layer = k[:-len("/score_q50")]
+    q = {lv: run.curve(f"{layer}/score_{lv}")[1]
+         for lv in ("q01", "q10", "q90", "q99")}
+    if min(v.size for v in q.values()) == 0:
+      continue
+    inner = q["q90"] - q["q10"]
+    ok = inner > 0
+    if ok.any():
+      out.append(float(np.mean((q["q99"] - q["q01"])[ok] / inner[ok])))
+  return float(np.mean(out)) if out else None
 
 
 def broke_down(run) -> float | None:
@@ -430,7 +470,8 @@ STUDY = studies.Study(
     fields=("model.normalizer", "model.depth"),
     values={"broke_down": broke_down, "break_step": break_step,
             "grad_saturation": studies.mean_over_layers("grad_saturation"),
-            "lgrad_q50": studies.mean_over_layers("lgrad_q50")},
+            "lgrad_q50": studies.mean_over_layers("lgrad_q50"),
+            "score_tail_ratio": score_tail_ratio},
     series=("train/accuracy", "train/diag/*"),
     probe=probe, claims=CLAIMS, sections=sections, setting=setting,
     regime=regime)
