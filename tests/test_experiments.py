@@ -312,6 +312,8 @@ def test_normsoftmax_from_csv(tmp_path):
     acc = 70.0 + lead + [0.0, 0.3, -0.2][run.seed]
     if run.part.startswith("loss"):
       acc = 70.0 + run.seed
+    if run.part == "loss_2ep":    # NSM-inf's loss ahead at 2 epochs
+      acc += 1.0 + 0.1 * run.seed
     run.metrics["final/accuracy"] = acc / 100
     run.metrics["value/decay_shrink"] = 0.01
     run.metrics["value/entropy_range"] = (0.3 if n == sm else 0.06) + \
@@ -347,6 +349,10 @@ def test_normsoftmax_from_csv(tmp_path):
   assert v["fig2a.std_rises"].word == studies.CONFIRMED
   assert v["fig4.entropy_steadier"].word == studies.CONFIRMED
   assert v["loss.inf_gt_sm"].word == studies.INCONCLUSIVE
+  # At 2 epochs (a tenth of Table 4's 20), in the focus parts only.
+  v2 = v["loss.inf_gt_sm.2ep"]
+  assert v2.word == studies.CONFIRMED and v2.n == 3
+  assert v2.estimate == pytest.approx(1.1)
   # End points are held against the longest (1200-step, 2.56-epoch) runs.
   for cid in ("end.inf_equal", "accel.sqrt_gt_inf.long"):
     assert "ours: 2.56" in v[cid].reason, cid
@@ -359,6 +365,7 @@ def test_normsoftmax_from_csv(tmp_path):
   text = (out / "RESULTS.md").read_text()
   assert "loss vs softmax's is **inconclusive**" in text
   assert "not settled at this budget" in text
+  assert "At 2 epochs, a tenth of the paper's 20, it is **confirmed**" in text
   for png in ("acceleration.png", "score_std.png", "entropy.png"):
     assert (out / png).exists()
 

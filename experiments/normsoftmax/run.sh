@@ -4,12 +4,14 @@
 # without weight decay, the variants, and the NSM and LogitNorm
 # cross-entropies on a PreResNet-20, on Fashion-MNIST (57 runs, 71
 # run-minutes: ~36 minutes on 2 CPU cores with --parallel=2, measured);
-# the focus part attention_1200, softmax / NSM-sqrt(d) / NSM-inf at 1200
-# steps x 3 seeds (51 run-minutes, ~26 minutes, measured). Then runs.csv,
-# RESULTS.md and the plots in experiments/normsoftmax/ (or $OUT).
+# the focus parts attention_1200, softmax / NSM-sqrt(d) / NSM-inf at 1200
+# steps x 3 seeds (51 run-minutes, ~26 minutes, measured), and loss_2ep /
+# loss_softmax_2ep, the NSM-inf and softmax cross-entropies for 2 epochs x
+# 3 seeds (18 run-minutes, ~9 minutes, measured 2026-11-24). Then
+# runs.csv, RESULTS.md and the plots in experiments/normsoftmax/ (or $OUT).
 #
 #   bash experiments/normsoftmax/run.sh --parallel=2      # everything
-#   FOCUS=focus bash experiments/normsoftmax/run.sh --parallel=2   # attention_1200 only
+#   FOCUS=focus bash experiments/normsoftmax/run.sh --parallel=2   # focus parts only
 #
 # Interrupt at will: rerunning skips finished runs and resumes the others.
 set -euo pipefail
