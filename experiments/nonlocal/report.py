@@ -484,13 +484,13 @@ def _setting_note(verdicts) -> str:
   if not both:
     return ""
   same = sum(a.word == b.word for a, b in both)
-  flips = [f"{k}" for k in verdicts for sfx in (".h1", ".paper")
+  flips = [f"`{k}` ({verdicts[k].word} in ours, {verdicts[k + sfx].word} "
+           "in the paper's)" for k in verdicts for sfx in (".h1", ".paper")
            if k + sfx in verdicts and verdicts[k].word !=
            verdicts[k + sfx].word]
   return (f" Of the {len(both)} claims judged in both settings, {same} get "
-          "the same word in each" + (
-              f"; they differ on {', '.join(f'`{k}`' for k in flips)}"
-              if flips else "") + ".")
+          "the same word in each" + (f"; they differ on {', '.join(flips)}"
+                                     if flips else "") + ".")
 
 
 def _budget_note(runs, verdicts) -> list[str]:
