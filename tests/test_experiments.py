@@ -426,7 +426,8 @@ def test_elementwise_from_csv(tmp_path):
       run.metrics["value/attn_moved"] = 0.0
       run.metrics["value/x_w_std"] = 0.0201   # its init, untouched
     elif ten:
-      acc = {"A": 0.83, "B": 0.80, "C": 0.83, "D": 0.802, "F": 0.798}[v]
+      acc = {"A": 0.83, "B": 0.80, "C": 0.83, "D": 0.802, "E": 0.78,
+             "F": 0.798}[v]
     else:               # 1 epoch: B = D = F = H, weights barely moved
       acc = 0.65
       run.metrics["value/attn_moved"] = 0.01
@@ -454,7 +455,7 @@ def test_elementwise_from_csv(tmp_path):
           {"alive": {"layer0": 0.0}, "grad_norm_layers": 0.0}]
   v, out = regenerate(study, runs, tmp_path)
   # 1 epoch cannot test Table 1's end points, nor "~ B" with unmoved weights.
-  for cid in ("t1.bn_hurts_4layers.EF", "t1.EG_stable",
+  for cid in ("t1.bn_hurts_4layers.GH", "t1.EG_stable",
               "t1.heads_no_help.1ep", "t1.control_beats_B",
               "t1.B_92pct_of_control", "app.single_equal_D"):
     assert v[cid].word == studies.NOT_TESTABLE, cid
@@ -471,6 +472,9 @@ def test_elementwise_from_csv(tmp_path):
   # regime note names that pair (A vs B has too few pairs to say).
   assert v["t1.bn_hurts_2layers.CD"].word == studies.CONTRADICTED
   assert v["t1.F_equal_H"].word == studies.NOT_TESTABLE
+  # E (BN, 4 layers) at 10 epochs pairs with F from another part.
+  ef = v["t1.bn_hurts_4layers.EF"]
+  assert ef.word == studies.CONFIRMED and ef.n == 3
   assert v["app.noskip_separate_equal_B"].word == studies.CONTRADICTED
   # The paper's gradients of the collapsed A and C are < 1e-10; ours are
   # 1e-6 in the 5 finished A/C runs (A seed 0 diverged and is left out).
@@ -489,6 +493,7 @@ def test_elementwise_from_csv(tmp_path):
   assert "gradient norm is exactly 0" in text and "0.0 %" in text
   assert "1/3 (diverged at step 40)" in text
   assert "beats its no-BN twin (C vs D, contradicted)" in text
+  assert "At 4 layers (E vs F) the paper's direction is confirmed" in text
   assert "Ours: 1 epoch x 2 seeds (`models`" in text
   assert "10 epochs x 3 seeds for A-C" in text
   for png in ("accuracy.png", "loss.png", "accuracy_10ep.png"):

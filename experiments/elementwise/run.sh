@@ -4,14 +4,15 @@
 # and no-skip, separate optimizers (1 epoch x 2 seeds: 24 runs, 46
 # run-minutes of wall time, ~25 minutes on 2 CPU cores with --parallel=2);
 # A, B, C and B without skip at the paper's 10 epochs x 3 seeds (12 runs,
-# 114 run-minutes, ~60 minutes); the focus part df_10ep, D and F at 10
-# epochs x 3 seeds (6 runs, 101 run-minutes, ~50 minutes; all measured
+# 114 run-minutes, ~60 minutes); the focus parts df_10ep, D and F at 10
+# epochs x 3 seeds (6 runs, 101 run-minutes, ~50 minutes), and e_10ep, E
+# at 10 epochs x 3 seeds (3 runs, 40 run-minutes; all measured
 # 2026-11-22/24); the VGG control only with CONTROL=1 (+42 min alone,
 # ~12 GB). Then the export's checkpoint probes (~7 minutes), runs.csv,
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
 #
 #   bash experiments/elementwise/run.sh --parallel=2      # everything
-#   FOCUS=focus bash experiments/elementwise/run.sh --parallel=2   # df_10ep only
+#   FOCUS=focus bash experiments/elementwise/run.sh --parallel=2   # df_10ep and e_10ep only
 #   WORKDIR=/tmp/ew OUT=/tmp/ew_out bash experiments/elementwise/run.sh \
 #       --set num_epochs=0.1 --only '*seed-0'             # smoke test
 #

@@ -51,14 +51,15 @@ below.)
 The paper's length on a subset (``report.py``'s ``STUDY`` declares the
 parts; ``run.sh`` runs them): the claims one epoch cannot settle -- A and C
 collapse with BN, B without skip trains on separate optimizers, and (the
-focus part ``df_10ep``) D ~ B and F ~ B -- at 10 epochs x 3 seeds, B as
-their paired reference (2 seeds of A, B, C and B without skip took 53
-minutes with ``--parallel=2``, 97 CPU-minutes; a run of C takes ~16
-minutes):
+focus parts ``df_10ep`` and ``e_10ep``) D ~ B, F ~ B and "BN hurts at 4
+layers", E < F -- at 10 epochs x 3 seeds, B or F as their paired
+reference (a 10-epoch run takes 10-25 minutes; see ``run.sh`` for the
+measured totals):
 
   sweep.py:part=models,epochs=10,variants=ABC,extras=false,seeds=3
   sweep.py:part=separate,epochs=10,skips=noskip,seeds=3
   sweep.py:part=models,epochs=10,variants=DF,extras=false,seeds=3
+  sweep.py:part=models,epochs=10,variants=E,extras=false,seeds=3
 
 Args (``sweep.py:<k>=<v>,...``): ``part``, ``scale``, ``dataset`` (full:
 fashion_mnist|cifar10), ``seeds``, ``epochs`` (reduced; full is 10),
