@@ -75,6 +75,10 @@ def test_below_budget_is_not_testable_with_the_reason():
     r.metrics["value/moved"] = 0.01 if r.part == "a" else 0.5
   v = studies.judge(claim(">", min_budget=(moved,)), enough)
   assert v.word == C.NOT_TESTABLE and "value/moved >= 0.05" in v.reason
+  # Finished runs that never recorded the condition cannot meet it.
+  unmeasured = studies.Requirement("decay acted", "value/absent", 0.1)
+  v = studies.judge(claim(">", min_budget=(unmeasured,)), enough)
+  assert v.word == C.NOT_TESTABLE and "not measured" in v.reason
   # ``on``: the condition is measured on other runs than the claim's own
   # (e.g. the decay that an ablation without decay removes).
   elsewhere = studies.Requirement("attention weights moved from init",
@@ -128,6 +132,45 @@ def test_diverged_run_is_left_out_and_named_and_counts_as_an_event():
   assert studies.judge(none, runs).word == C.CONFIRMED
 
 
+def test_event_needs_three_seeds_not_three_runs():
+  # One seed at three depths is one draw of init and data order: the rule
+  # asks for 3 seeds, so 3/3 of these is not evidence.
+  broke = studies.Metric("broke down", "value/broke")
+  one_seed = [run("a", 0, 0.1, depth=d) for d in (1, 2, 4)]
+  for r in one_seed:
+    r.metrics["value/broke"] = 1.0
+  ev = studies.Claim("e", "a breaks down", "T2", "-", broke,
+                     lhs={"part": "a"}, relation="all")
+  v = studies.judge(ev, one_seed)
+  assert v.word == C.INCONCLUSIVE and v.n == 3
+  assert "3 seeds (these are from 1)" in v.reason
+  three = [run("a", s, 0.1) for s in range(3)]
+  for r in three:
+    r.metrics["value/broke"] = 1.0
+  assert studies.judge(ev, three).word == C.CONFIRMED
+
+
+def test_precondition_gates_on_another_claims_verdict():
+  # "a ~ b" means nothing when a sanity claim (here: "a beats c", i.e. the
+  # part that should differ matters) is not confirmed first.
+  runs = (pair_runs([0.800, 0.830, 0.860], [0.800, 0.831, 0.859]) +
+          [run("c", s, x) for s, x in enumerate([0.80, 0.83, 0.86])])
+  matters = studies.Claim("m", "a > c", "-", "-", studies.ACCURACY,
+                          lhs={"part": "a"}, rhs={"part": "c"})
+  gated = claim("~", margin=1.0, min_budget=(studies.precondition(
+      "m", "a and b are equal by construction unless a beats c"),))
+  v = studies.judge_all([matters, gated], runs)
+  assert v["m"].word == C.INCONCLUSIVE
+  assert v["c"].word == C.NOT_TESTABLE
+  assert "precondition `m`: inconclusive" in v["c"].reason
+  for r in runs:
+    if r.part == "c":
+      r.metrics["final/accuracy"] -= 0.05
+  assert studies.judge_all([matters, gated], runs)["c"].word == C.CONFIRMED
+  with pytest.raises(ValueError, match="declare it earlier"):
+    studies.judge_all([gated, matters], runs)
+
+
 def test_gap_of_gaps_ratio_and_deterministic_claims():
   runs = []
   for s in range(3):
@@ -153,6 +196,20 @@ def test_gap_of_gaps_ratio_and_deterministic_claims():
   with pytest.raises(ValueError, match="pairing key"):
     studies.judge(claim(">"), runs + [run("a", 0, 0.5)] + [
         run("a", 0, 0.5)])
+
+
+def test_merge_keeps_committed_runs_the_workdir_lacks():
+  # A fresh machine's workdir holds only the newly run "b-1"; the committed
+  # file has "a-0" and a stale "a-1" the workdir has since rerun.
+  fresh = [run("a", 0, None, state=State.NOT_STARTED), run("a", 1, 0.7),
+           run("b", 1, 0.6), run("b", 2, None, state=State.NOT_STARTED)]
+  committed = [run("a", 0, 0.5), run("a", 1, 0.1), run("gone", 0, 0.3),
+               run("b", 2, None, state=State.NOT_STARTED)]
+  got = {r.name: r for r in studies.runs.merge(fresh, committed)}
+  assert list(got) == ["a-0", "a-1", "b-1", "b-2"]      # declared runs only
+  assert got["a-0"].metrics["final/accuracy"] == 0.5    # from the file
+  assert got["a-1"].metrics["final/accuracy"] == 0.7    # the workdir wins
+  assert got["b-2"].state == State.NOT_STARTED
 
 
 def test_stats_match_scipy_and_handle_zero_variance():

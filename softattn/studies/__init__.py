@@ -17,7 +17,7 @@ from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
                                      MIN_PAIRS, NOT_TESTABLE, RULE, WORDS,
                                      Claim, Metric, Requirement, Verdict,
                                      judge, judge_all, paper_fraction,
-                                     unavailable)
+                                     precondition, unavailable)
 from softattn.studies.probes import (IMAGE_SHAPES, NUM_CLASSES,
                                      attention_weights, build_abstract,
                                      build_model, dump_json, load_images,

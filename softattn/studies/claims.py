@@ -47,17 +47,28 @@ where the claim is about a ratio).
   that the difference lies beyond the margin has p < {ALPHA};
   *inconclusive* otherwise (equal within noise is not shown equal).
 * **Events** (`all`/`none`, e.g. "X diverges"): counted per run; with
-  {MIN_PAIRS}+ finished or diverged runs, *confirmed* when every run agrees
+  finished or diverged runs from {MIN_PAIRS}+ seeds (runs of one seed at
+  several depths are not independent evidence), *confirmed* when every run agrees
   with the claim, *contradicted* when every run disagrees, *inconclusive*
   when they are mixed.
 * **Deterministic quantities** (parameter counts, XLA's compiled memory
   plan: the same in every seed) are compared directly with the claim's
   threshold.
+* **Preconditions:** a claim can require another claim to be confirmed
+  first (e.g. "D ~ B" needs "the attention layers matter" confirmed:
+  otherwise the two are equal by construction); unless it is, the claim
+  is not testable here, with the precondition's verdict as the reason.
 
 Each estimate is the mean paired difference (for a claim on one setting
 against a threshold, e.g. a ratio > 1: the mean value, tested against
 that threshold) with its two-sided 95 % t interval; p is the p-value of
-the test that gave the word. Table cells
+the test that gave the word. A one-sided test at alpha = {ALPHA}
+corresponds to a 90 % interval, so a difference can be significant while
+the printed 95 % interval still touches the null (or the margin). Each
+claim is tested on its own, with no correction for the number of claims:
+across a study's few dozen claims, a claim with no real effect is labelled
+confirmed or contradicted with probability up to {2 * ALPHA:g}, so expect a
+few such labels by chance. Table cells
 are mean ± 95 % t-interval half-width over seeds (n = seeds finished)."""
 
 
@@ -90,19 +101,36 @@ class Requirement:
   selection picks: e.g. an ablation without weight decay is judged on its
   runs, but whether decay matters is measured on the runs that have it);
   ``column=None``: never met (the setup cannot measure the claim), ``why``
-  says so.
+  says so. ``claim``: a precondition, met when that claim (declared
+  earlier in the study) is confirmed.
   """
   why: str
   column: str | None = None
   at_least: float = 0.0
   on: Mapping[str, Any] | None = None
+  claim: str | None = None
 
-  def unmet(self, runs: Sequence[Run]) -> str | None:
+  def unmet(self, runs: Sequence[Run],
+            verdicts: Mapping[str, "Verdict"] | None = None) -> str | None:
     """Why the runs cannot test the claim, or None."""
+    if self.claim is not None:
+      if verdicts is None or self.claim not in verdicts:
+        raise ValueError(f"precondition {self.claim!r} is not judged before "
+                         "the claim that needs it; declare it earlier")
+      pre = verdicts[self.claim]
+      if pre.word == CONFIRMED:
+        return None
+      return f"{self.why} (precondition `{self.claim}`: {pre.word})"
     if self.column is None:
       return self.why
     vals = [v for v in (r.value(self.column) for r in runs) if v is not None]
-    if not vals or min(vals) >= self.at_least:
+    if not vals:
+      # Runs that never ran say nothing; finished ones that lack the
+      # measurement cannot show the condition holds.
+      if any(r.done for r in runs):
+        return f"{self.why} (not measured: no run records {self.column})"
+      return None
+    if min(vals) >= self.at_least:
       return None
     return (f"{self.why} (needs {self.column} >= {self.at_least:.3g}; "
             f"ours: {min(vals):.3g})")
@@ -119,6 +147,11 @@ def paper_fraction(fraction: float, paper_epochs: float, what: str
 
 def unavailable(why: str) -> Requirement:
   return Requirement(why)
+
+
+def precondition(claim_id: str, why: str) -> Requirement:
+  """Testable only once claim ``claim_id`` is confirmed."""
+  return Requirement(why, claim=claim_id)
 
 
 Selection = Mapping[str, Any]
@@ -250,13 +283,15 @@ def _fmt(x: float, digits: int = 3) -> str:
   return f"{x:+.{digits}g}"
 
 
-def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA
-          ) -> Verdict:
-  """The verdict ``RULE`` gives ``claim`` on ``runs``."""
+def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA,
+          verdicts: Mapping[str, Verdict] | None = None) -> Verdict:
+  """The verdict ``RULE`` gives ``claim`` on ``runs`` (``verdicts``: those
+  of the claims judged before it, for preconditions)."""
   involved = [r for _, w in claim.groups() if w is not None
               for r in select(runs, w)] if claim.metric else []
   for req in claim.min_budget:
-    why = req.unmet(involved if req.on is None else select(runs, req.on))
+    why = req.unmet(involved if req.on is None else select(runs, req.on),
+                    verdicts)
     if why:
       return Verdict(NOT_TESTABLE, None, None, None, 0, why)
   if claim.relation in ("all", "none"):
@@ -336,11 +371,13 @@ def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
   seen = [(r, v) for r, v in seen if v is not None]
   n = len(seen)
   k = sum(1 for _, v in seen if v)
+  seeds = len({r.seed for r, _ in seen})
   note = _excluded([r for r in runs if not (r.done or r.diverged)])
   what = f"{k}/{n} runs {claim.metric.name}"
-  if n < MIN_PAIRS:
+  if n < MIN_PAIRS or seeds < MIN_PAIRS:
     return Verdict(INCONCLUSIVE, k / n if n else None, None, None, n,
-                   f"{what}; the rule needs {MIN_PAIRS} runs." + note)
+                   f"{what}; the rule needs runs from {MIN_PAIRS} seeds "
+                   f"(these are from {seeds})." + note)
   want = claim.relation == "all"
   if k in (0, n):
     agrees = (k == n) == want
@@ -356,7 +393,10 @@ def judge_all(claims: Sequence[Claim], runs: Sequence[Run]
   dup = sorted({i for i in ids if ids.count(i) > 1})
   if dup:
     raise ValueError(f"claim ids must be unique; repeated: {dup}")
-  return {c.id: judge(c, runs) for c in claims}
+  out: dict[str, Verdict] = {}
+  for c in claims:
+    out[c.id] = judge(c, runs, verdicts=out)
+  return out
 
 
 def counts(verdicts: Mapping[str, Verdict]) -> dict[str, int]:

@@ -252,6 +252,17 @@ def collect(parts: Mapping[str, str], spec: str, workdir: str, *,
   return out
 
 
+def merge(runs: Sequence[Run], kept: Sequence[Run]) -> list[Run]:
+  """``runs`` with each run that has not started taken from ``kept`` (a
+  committed ``runs.csv``) where that has the same part and name: a study
+  resumed on a machine without its old workdir adds runs to the committed
+  ones. Only declared runs are kept; a run started in the workdir wins."""
+  old = {(r.part, r.name): r for r in kept
+         if r.state != State.NOT_STARTED}
+  return [old.get((r.part, r.name), r) if r.state == State.NOT_STARTED
+          else r for r in runs]
+
+
 def _cell(v) -> str:
   if v is None:
     return ""

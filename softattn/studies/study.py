@@ -67,15 +67,20 @@ def _with_scale(args: str, scale: str) -> str:
 
 def export(study: Study, workdir: str, csv_path: str, *, extra=(),
            scale: str = "reduced", probe: bool = True,
-           cache_dir: str | None = None) -> list[Run]:
+           cache_dir: str | None = None,
+           merge_csv: str | None = None) -> list[Run]:
   """Reads every declared run from ``workdir``, runs the study's checkpoint
-  probe (``probe=False`` skips it) and writes ``csv_path``."""
+  probe (``probe=False`` skips it) and writes ``csv_path``. ``merge_csv``:
+  runs the workdir has not started are taken from that file
+  (``runs.merge``), with the probe values it recorded."""
   parts = {d: _with_scale(a, scale) for d, a in study.all_parts().items()}
   runs = runs_lib.collect(parts, study.spec, workdir, extra=extra,
                           fields=study.fields, values=study.values,
                           series=study.series)
   if probe and study.probe is not None:
     study.probe(runs, cache_dir or os.path.dirname(csv_path) or ".")
+  if merge_csv:
+    runs = runs_lib.merge(runs, runs_lib.read_csv(merge_csv))
   runs_lib.write_csv(csv_path, runs)
   return runs
 
@@ -119,6 +124,10 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
                  help="which scale's runs the workdir holds")
   p.add_argument("--no_probes", action="store_true",
                  help="skip the checkpoint probes when exporting")
+  p.add_argument("--merge-csv", dest="merge_csv",
+                 help="with --workdir: take the runs the workdir has not "
+                 "started from this runs.csv (e.g. the committed one, to "
+                 "add runs on a machine without the old workdir)")
   a = p.parse_args(argv)
   if a.print_parts:
     parts = {"all": {**study.parts, **study.focus}, "base": study.parts,
@@ -132,7 +141,8 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
   else:
     csv_path = os.path.join(a.out, study.csv_name)
     export(study, a.workdir or f"workdirs/{study.name}", csv_path,
-           extra=a.set, scale=a.scale, probe=not a.no_probes)
+           extra=a.set, scale=a.scale, probe=not a.no_probes,
+           merge_csv=a.merge_csv)
     print(f"wrote {csv_path}")
   for f in report(study, csv_path, a.out):
     print(f"wrote {f}")
