@@ -42,12 +42,14 @@ def paper_grad_avg(run, run_dir, n=4096):
   of the first layer (attention models), at its last training batch. Ours:
   the same mean at the run's final checkpoint on the first ``n`` training
   images (one batch of the paper's size, train mode). None when the run
-  has no checkpoint.
+  has no checkpoint or no first layer.
   """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   state = studies.restore_checkpoint(run_dir)
-  if state is None:
+  # The attention-free baseline (layers=0) has no first layer: nothing to
+  # compare with the paper's column.
+  if state is None or not ({"conv1", "layer0"} & set(state["params"])):
     return None
   cfg = run.config
   x, y = studies.load_images(cfg, cfg.data.train_split, n)

@@ -2,7 +2,11 @@
 # The reduced-scale element-wise attention study (experiments/elementwise/
 # sweep.py; parts declared in report.py's STUDY): models A-H, single head
 # and no-skip, separate optimizers (1 epoch x 2 seeds: 24 runs, 46
-# run-minutes of wall time, ~25 minutes on 2 CPU cores with --parallel=2);
+# run-minutes of wall time, ~25 minutes on 2 CPU cores with --parallel=2;
+# a third seed of the no-skip model, 1 run, 62 CPU-seconds, 3.5 minutes
+# wall on a loaded machine); the attention-free baseline noattn and
+# noattn_10ep (1 epoch x 2 seeds and 10 epochs x 3 seeds: 5 runs, 105
+# run-seconds of wall time, 65 CPU-seconds; measured 2026-11-24);
 # A, B, C and B without skip at the paper's 10 epochs x 3 seeds (12 runs,
 # 114 run-minutes, ~60 minutes); the focus parts df_10ep, D and F at 10
 # epochs x 3 seeds (6 runs, 101 run-minutes, ~50 minutes), and e_10ep, E

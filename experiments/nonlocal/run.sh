@@ -5,7 +5,9 @@
 # parts `init_1ep` (NL vs scaled NL x He vs sigma 0.01 at 4 heads, 4 seeds x
 # ~1 epoch: 37 run-minutes, ~20 minutes) and `paper_defaults` (the paper's
 # setting where `main` differs: scaled NL with He, Tables 1-2 at 1 head;
-# 27 runs, 20 run-minutes, ~10 minutes; all measured 2026-11-23/24); then
+# 27 runs, 20 run-minutes, ~10 minutes; all measured 2026-11-23/24) and
+# `unscaled` (Sec. 3.1's block without the scaling factor, 4 heads, He,
+# 3 seeds x 300 steps: 5 run-minutes, measured 2026-11-24); then
 # runs.csv, RESULTS.md and the plots in experiments/nonlocal/ (or $OUT).
 # FOCUS=focus runs only the focus parts, FOCUS=base only `main`.
 #

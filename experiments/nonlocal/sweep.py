@@ -16,8 +16,10 @@ Setup as below. One declaration, two scales:
   the /10 drops at 50% and 75% of the steps (the paper's 81/164, 122/164),
   pad-2 crop + flip, 3 seeds. At 28x28 and batch 128 one step is 27.5
   GFLOP (XLA's count), ~6 hours for the 51 runs on 2 cores; at 16x16 and
-  batch 64 it is 3.7-4.0 GFLOP (measured by XLA in a smoke run): ~58 TFLOP
-  for the study: 36 minutes on 2 cores with ``--parallel=2`` (measured).
+  batch 64 it is 3.3-4.0 GFLOP (XLA's count, ``flops_per_step`` in
+  ``runs.csv``): ~58 TFLOP for the 51 runs of ``main``: 55 run-minutes of
+  wall time (``runs.csv``'s ``wall_s``), ~36 minutes on 2 cores with
+  ``--parallel=2`` (measured).
 
 Runs (``seed`` x):
 
@@ -56,8 +58,15 @@ time, ~10 minutes with ``--parallel=2``, measured 2026-11-24).
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``init_1ep`` focus part; ``run.sh`` runs it):
 ``subset=init,steps=940,seeds=4`` -- 16 runs of ~1 epoch (940 x 64
-images), ~40 minutes with ``--parallel=2`` (estimated from the 300-step
-runs: 36 minutes for 51 runs, 4-head NL the slowest at ~0.15 s/step).
+images): 37 run-minutes of wall time (``runs.csv``'s ``wall_s``; 2.1-2.6
+minutes a run), ~20 minutes with ``--parallel=2`` (measured).
+
+``subset=unscaled`` (``report.py``'s ``unscaled`` focus part): Sec. 3.1's
+block without softmax and without the 1/sqrt(HW) factor
+(``relu_seqlen(alpha=0, act=identity)``: the scores as weights), 4 heads,
+He init (the scaled block's init in the paper), 3 seeds at ``steps``:
+does it diverge where the scaled block does not? 3 runs, 5 run-minutes of
+wall time (``runs.csv``'s ``wall_s``, measured 2026-11-24).
 """
 
 from ml_collections import config_dict
@@ -69,15 +78,19 @@ BLOCKS = ["softmax", "scaled"]          # NL block, scaled NL block
 HEADS = [1, 2, 4, 8]                    # + 0 (no NL block), declared once
 MODES = ["magnitude", "direction"]      # + base
 INITS = ["he", "zeros"]                 # + normal (sigma 0.01)
+# Sec. 3.1's block "without scaling factor": the scores s = q.k / sqrt(c)
+# used as weights as they are (no softmax, no 1/sqrt(HW)), the registry's
+# relu_seqlen with the identity activation and alpha = 0.
+UNSCALED = "relu_seqlen(alpha=0, act=identity)"
 
 
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
-  if a.subset not in ("all", "init", "paper"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=init or "
-                     "subset=paper")
+  if a.subset not in ("all", "init", "paper", "unscaled"):
+    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=init, "
+                     "subset=paper or subset=unscaled")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   if not a.seeds:
@@ -142,6 +155,11 @@ def get_sweep(arg=None):
     return grid.product(grid.sweep(nl + "normalizer", BLOCKS),
                         grid.fixed(nl + "heads", 4),
                         grid.sweep(nl + "init", ["he", "normal"]), seed)
+  if a.subset == "unscaled":
+    # He: the paper's init for the scaled block this one is the ablation of.
+    return grid.product(grid.fixed(nl + "normalizer", UNSCALED),
+                        grid.fixed(nl + "heads", 4),
+                        grid.fixed(nl + "init", "he"), seed)
   if a.subset == "paper":
     block = lambda b: grid.fixed(nl + "normalizer", b)
     one = grid.fixed(nl + "heads", 1)

@@ -58,13 +58,15 @@ part=loss_softmax its baseline).
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``attention_1200`` focus part; ``run.sh`` runs it):
 ``part=attention,subset=focus,steps=1200`` -- the three at 1200 steps (2.6
-epochs) x 3 seeds, 9 runs, ~30 minutes with ``--parallel=2`` (estimated
-from the measured study: 54 runs in 55 minutes, ~6,800 ViT steps).
+epochs) x 3 seeds, 9 runs, 51 run-minutes of wall time, ~26 minutes with
+``--parallel=2`` (measured: the sum of ``wall_s`` over runs.csv's
+``attention_1200`` rows).
 Table 4's short-training claim at a tenth of its 20 epochs
 (``loss_2ep``, ``loss_softmax_2ep``): ``part=loss,subset=focus,steps=1875``
 and ``part=loss_softmax,subset=focus,steps=1875`` -- NSM-inf and softmax
 cross-entropy for 2 epochs of batch 64 x 3 seeds, 6 runs, 18 run-minutes
-of wall time, ~9 minutes with ``--parallel=2`` (measured 2026-11-24).
+of wall time, ~9 minutes with ``--parallel=2`` (measured: runs.csv's
+``wall_s``).
 """
 
 from ml_collections import config_dict

@@ -32,7 +32,7 @@ Scales:
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
   on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws):
   118 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
-  small size): 96 run-minutes of wall time, ~50 minutes on 2 cores with
+  small size): 96 run-minutes of wall time, ~52 minutes on 2 cores with
   ``--parallel=2`` (measured 2026-11-23/24), much of it per-run
   compilation.
 
