@@ -14,6 +14,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -306,16 +307,30 @@ def test_periodic_from_csv(tmp_path):
                                                          [2, 10 ** x]]
       run.series["train/diag/block_0/grad_saturation"] = [[1, 0.1], [2, 0.2]]
 
-  v, out = regenerate(study, synthetic(study, fill), tmp_path)
+  runs = synthetic(study, fill)
+  v, out = regenerate(study, runs, tmp_path)
   assert v["t2.sin_softmax_gt_softmax.d4_1500"].word == studies.CONFIRMED
-  # The break-down group: 3 depths x 3 seeds, as the event rule needs.
+  # Break-downs "in the early stages" of 50 epochs need a full epoch: the
+  # 0.32-epoch runs cannot show one or rule it out.
+  bd_ids = [c.id for c in study.claims if c.id.startswith("bd.") and
+            c.relation in ("all", "none")]
+  assert len(bd_ids) == 8
+  for cid in bd_ids:
+    assert v[cid].word == studies.NOT_TESTABLE, cid
+    assert "early stages" in v[cid].reason and "ours: 0.32" in v[cid].reason
+  # The same runs at one epoch: 3 depths x 3 seeds, as the event rule needs.
+  for r in runs:
+    r.epochs = 1.0
+  v1 = studies.study.verdicts(study, runs)
   for n in ("sin_max_constant", "cos_max", "sin2_max"):
-    assert v[f"bd.early_breakdown.{n}"].word == studies.CONFIRMED, n
-    assert v[f"bd.early_breakdown.{n}"].n == 9, n
-  assert v["bd.prenorm_still_breaks.sin_max_constant"].word == \
+    assert v1[f"bd.early_breakdown.{n}"].word == studies.CONFIRMED, n
+    assert v1[f"bd.early_breakdown.{n}"].n == 9, n
+  assert v1["bd.prenorm_still_breaks.sin_max_constant"].word == \
       studies.CONTRADICTED
-  assert v["bd.prenorm_still_breaks.cos_max"].word == studies.INCONCLUSIVE
-  assert "3/9" in v["bd.prenorm_still_breaks.cos_max"].reason
+  assert v1["bd.prenorm_still_breaks.cos_max"].word == studies.INCONCLUSIVE
+  assert "3/9" in v1["bd.prenorm_still_breaks.cos_max"].reason
+  assert v1["bd.siren_max"].word == studies.CONFIRMED
+  assert v1["bd.stable"].word == studies.CONFIRMED
   # Per-depth pre-normalization claims follow Table 2's cells (norm version
   # ahead at depth 4 only); Sec. 4's "decrease slightly" is one pooled claim.
   for n in ("sin_softmax", "sin2_max_shifted"):
@@ -330,8 +345,6 @@ def test_periodic_from_csv(tmp_path):
               "sec3.sin_softmax_ratio", "fig4.gradients"):
     assert v[cid].word == studies.NOT_TESTABLE, cid
     assert "property of the formula" in v[cid].reason
-  assert v["bd.siren_max"].word == studies.CONFIRMED
-  assert v["bd.stable"].word == studies.CONFIRMED
   assert v["bd.prenorm_siren_performs_well"].word == studies.INCONCLUSIVE
   assert v["bd.prenorm_helps_siren"].n == 9     # 3 depths x 3 seeds
   assert v["sat.softmax_saturates_more"].word == studies.CONFIRMED
@@ -810,3 +823,20 @@ def test_readme_summary_counts_the_committed_verdicts():
     text = f.read()
   table = render.summary_table(cli.summary_rows(EXP))
   assert render.replace_summary(text, table) == text
+
+
+def test_one_command_regenerates_every_committed_result(tmp_path):
+  """``python -m softattn.studies regenerate`` on a copy of experiments/:
+  every RESULTS.md and the README summary come back unchanged."""
+  from softattn.studies import __main__ as cli  # noqa: PLC0415
+  copy = tmp_path / "experiments"
+  shutil.copytree(EXP, copy, ignore=shutil.ignore_patterns("*.png"))
+  # Sweep files name their base configs relative to the repo root.
+  shutil.copytree(os.path.join(EXP, "..", "configs"), tmp_path / "configs")
+  assert cli.main(["regenerate", "--experiments", str(copy)]) == 0
+  for name in COMMITTED + ["."]:
+    path = os.path.join(name, "RESULTS.md" if name != "." else "README.md")
+    with open(os.path.join(EXP, path), encoding="utf-8") as f:
+      assert (copy / path).read_text(encoding="utf-8") == f.read(), path
+  for name in COMMITTED:      # the plots were written again, too
+    assert list((copy / name).glob("*.png")), name

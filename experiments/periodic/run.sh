@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The reduced-scale periodic study (experiments/periodic/sweep.py):
 # part `main`: LeViT demo at depth 1/2/4, periodic normalizers and their
-# prenorm versions, break-downs, on Fashion-MNIST (49 minutes on 2 CPU cores
-# with --parallel=2, measured); focus part `depth4_long`: softmax,
-# sin_softmax, sin2_max_shifted at depth 4 for 1500 steps x 3 seeds (~25
-# minutes, estimated). Then runs.csv, RESULTS.md and the plots in
+# prenorm versions, break-downs, on Fashion-MNIST (117 runs, about 61 minutes
+# on 2 CPU cores with --parallel=2, measured); focus part `depth4_long`:
+# softmax, sin_softmax, sin2_max_shifted at depth 4 for 1500 steps x 3 seeds
+# (9 runs, about 15 minutes, measured). Then runs.csv, RESULTS.md and the plots in
 # experiments/periodic/ (or $OUT). FOCUS=focus / FOCUS=base: one set only.
 #
 #   bash experiments/periodic/run.sh                   # everything

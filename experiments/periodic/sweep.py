@@ -9,9 +9,11 @@ v, weights ``f(q.k / sqrt(d_head))``, mean pool, linear head). Runs:
 * Table 2: depth x {softmax, sin2_max_shifted, sin_softmax, siren_max} and
   their pre-normalized versions (``prenorm(...)``, the paper's "norm-"),
   ``seeds`` seeds;
-* the break-down group: sin_max_constant, cos_max, sin2_max at every depth,
-  seed 0 (the paper: they "break down in the early stages"); the report
-  says whether and at which step each run broke down;
+* the break-down group: sin_max_constant, cos_max, sin2_max (the paper:
+  they "break down in the early stages") and prenorm(sin_max_constant),
+  prenorm(cos_max) (Sec. 4: "cannot be optimized by pre-normalization") at
+  every depth, ``seeds`` seeds (an event claim needs runs from 3 seeds); the
+  report says whether and at which step each run broke down;
 * every run logs per-layer diagnostics (std of the normalizer input, the
   fraction of saturated local gradients |dw/ds| < 1e-3/n, attention
   entropy) for the gradient-saturation picture, softmax vs sin_softmax.
@@ -31,10 +33,12 @@ Scales:
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST 28x28x1 (the stem
   gives 4x4 = 16 tokens as on CIFAR), width 128, 4 heads of 32, MLP 256,
   stem 16/64/128, depth 1/2/4, batch 64, 300 steps, Adam lr 1e-3 wd 1e-4
-  (constant), flip; 3 seeds for Table 2, 1 for the break-down group:
-  81 runs (XLA: 1.35 GFLOP per step at depth 1): 49 minutes on 2 cores
-  with ``--parallel=2`` (measured, with other jobs sharing the cores part of
-  the time), most of it per-run compilation and evaluation.
+  (constant), flip; 3 seeds for Table 2 and the break-down group: 117 runs
+  (XLA: 1.35 GFLOP per step at depth 1), 92 run-minutes of wall time in
+  ``runs.csv`` (its ``wall_s``), about 61 minutes on 2 cores with
+  ``--parallel=2`` (measured over two sessions: 41 for the first 81 runs,
+  20 for the 36 break-down runs added later, with other jobs sharing the
+  cores), most of it per-run compilation and evaluation.
 
   python -m softattn.sweep run experiments/periodic/sweep.py --workdir=workdirs/periodic
   python experiments/periodic/report.py --workdir=workdirs/periodic
@@ -46,9 +50,8 @@ softmax, sin_softmax and sin2_max_shifted at depth 4 only).
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``depth4_long`` focus part; ``run.sh`` runs it):
 ``subset=focus,steps=1500`` -- the depth-4 comparisons with softmax at 5x
-the budget, 9 runs, ~25 minutes with ``--parallel=2`` (estimated from the
-300-step study: 49 minutes for 81 runs, a depth-4 run ~1.5 minutes at 300
-steps, most of it compilation and evaluation).
+the budget, 9 runs, 26 run-minutes of wall time in ``runs.csv``, about 15
+minutes with ``--parallel=2`` (measured).
 """
 
 from ml_collections import config_dict
@@ -58,6 +61,9 @@ from softattn.sweep import grid
 
 MAIN = ["softmax", "sin2_max_shifted", "sin_softmax", "siren_max"]
 BREAKDOWN = ["sin_max_constant", "cos_max", "sin2_max"]
+# Sec. 4: cos_max and sin_max_constant "cannot be optimized by
+# pre-normalization" (their norm versions still break down).
+BREAKDOWN_PRENORM = ["prenorm(sin_max_constant)", "prenorm(cos_max)"]
 FOCUS = ["softmax", "sin_softmax", "sin2_max_shifted"]
 # Readings of the paper's "random rotation 90°" (full scale only).
 ROTATIONS = {"uniform": "random_rotate(90)|", "rot90": "random_rot90|",
@@ -143,7 +149,10 @@ def get_sweep(arg=None):
   table2 = grid.product(grid.sweep("model.depth", depths(a)),
                         grid.sweep("model.normalizer", main),
                         grid.sweep("seed", list(range(a.seeds))))
+  # Same seeds as Table 2: an event claim needs runs from 3 seeds (one
+  # seed at several depths is not independent evidence).
   breakdown = grid.product(grid.sweep("model.depth", depths(a)),
-                           grid.sweep("model.normalizer", BREAKDOWN),
-                           grid.fixed("seed", 0))
+                           grid.sweep("model.normalizer",
+                                      BREAKDOWN + BREAKDOWN_PRENORM),
+                           grid.sweep("seed", list(range(a.seeds))))
   return grid.chain(table2, breakdown)
