@@ -4,7 +4,10 @@
 # prenorm versions, break-downs, on Fashion-MNIST (117 runs, about 61 minutes
 # on 2 CPU cores with --parallel=2, measured); focus part `depth4_long`:
 # softmax, sin_softmax, sin2_max_shifted at depth 4 for 1500 steps x 3 seeds
-# (9 runs, about 15 minutes, measured). Then runs.csv, RESULTS.md and the plots in
+# (9 runs, about 15 minutes, measured); focus part `breakdown_1ep`: the
+# break-down and stability claims at depth 1 for 1 epoch (938 steps) x 3
+# seeds (21 runs, 13 run-minutes, 9 minutes with --parallel=2, measured
+# 2026-11-24). Then runs.csv, RESULTS.md and the plots in
 # experiments/periodic/ (or $OUT). FOCUS=focus / FOCUS=base: one set only.
 #
 #   bash experiments/periodic/run.sh                   # everything

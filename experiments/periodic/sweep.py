@@ -44,14 +44,20 @@ Scales:
   python experiments/periodic/report.py --workdir=workdirs/periodic
 
 Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
-``rotation`` (full: uniform|rot90|none), ``subset`` (``all``, or ``focus``:
-softmax, sin_softmax and sin2_max_shifted at depth 4 only).
+``rotation`` (full: uniform|rot90|none), ``subset`` (``all``; ``focus``:
+softmax, sin_softmax and sin2_max_shifted at depth 4 only; ``breakdown``:
+``BREAKDOWN_1EP`` at depth 1, the normalizers whose break-down claims need
+a full epoch).
 
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``depth4_long`` focus part; ``run.sh`` runs it):
 ``subset=focus,steps=1500`` -- the depth-4 comparisons with softmax at 5x
 the budget, 9 runs, 26 run-minutes of wall time in ``runs.csv``, about 15
-minutes with ``--parallel=2`` (measured).
+minutes with ``--parallel=2`` (measured); and ``subset=breakdown,steps=938``
+(1 epoch of Fashion-MNIST at batch 64, the least reading of the paper's
+"early stages") -- the break-down and stability claims, 21 runs at depth
+1 (``breakdown_1ep``), 13 run-minutes of wall time, 9 minutes with
+``--parallel=2`` (measured).
 """
 
 from ml_collections import config_dict
@@ -65,6 +71,10 @@ BREAKDOWN = ["sin_max_constant", "cos_max", "sin2_max"]
 # pre-normalization" (their norm versions still break down).
 BREAKDOWN_PRENORM = ["prenorm(sin_max_constant)", "prenorm(cos_max)"]
 FOCUS = ["softmax", "sin_softmax", "sin2_max_shifted"]
+# Break-downs "in the early stages" need a full epoch: the Table 2 caption's
+# three, siren_max and its norm version, and the two that should not break.
+BREAKDOWN_1EP = ["sin_max_constant", "cos_max", "sin2_max", "siren_max",
+                 "prenorm(siren_max)", "softmax", "sin_softmax"]
 # Readings of the paper's "random rotation 90°" (full scale only).
 ROTATIONS = {"uniform": "random_rotate(90)|", "rot90": "random_rot90|",
              "none": ""}
@@ -77,8 +87,9 @@ def prenorm(name):
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", seeds=0, steps=300, lr=0.0,
                           wd=1e-4, rotation="uniform", subset="all")
-  if a.subset not in ("all", "focus"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all or subset=focus")
+  if a.subset not in ("all", "focus", "breakdown"):
+    raise ValueError(f"subset={a.subset!r}; use subset=all, focus or "
+                     "breakdown")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   if a.rotation not in ROTATIONS:
@@ -142,9 +153,10 @@ def get_config(arg=None):
 
 def get_sweep(arg=None):
   a = _arg(arg)
-  if a.subset == "focus":
-    return grid.product(grid.fixed("model.depth", 4), grid.sweep(
-        "model.normalizer", FOCUS), grid.sweep("seed", list(range(a.seeds))))
+  if a.subset in ("focus", "breakdown"):
+    depth, norms = (4, FOCUS) if a.subset == "focus" else (1, BREAKDOWN_1EP)
+    return grid.product(grid.fixed("model.depth", depth), grid.sweep(
+        "model.normalizer", norms), grid.sweep("seed", list(range(a.seeds))))
   main = MAIN + [prenorm(n) for n in MAIN]
   table2 = grid.product(grid.sweep("model.depth", depths(a)),
                         grid.sweep("model.normalizer", main),
