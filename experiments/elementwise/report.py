@@ -1,5 +1,5 @@
-r"""The element-wise attention study (Baco China et al. 2023): claims,
-probes, sections.
+r"""The element-wise attention study (Baco China et al. 2023): probes,
+per-run values, sections, plots.
 
   python experiments/elementwise/report.py --workdir=workdirs/elementwise   # export + report
   python experiments/elementwise/report.py --from-csv experiments/elementwise/runs.csv
@@ -13,13 +13,9 @@ optimizers, 10 epochs x 3 seeds) and the attention-free baseline
 Dense head on the pixels, 1 epoch x 2 seeds / 10 epochs x 3 seeds); the
 opt-in ``control`` (the VGG control: ``CONTROL=1``); the focus parts
 ``df_10ep`` (D and F at 10 epochs x 3 seeds, paired with ``models_10ep``'s
-B) and ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F). The claims of
-Table 1 and the appendix are declared with the budget each needs: Table
-1's accuracies are end points after 10 epochs, and the "~ B" claims are
-gated on sanity claims "B (D, F) beats the attention-free baseline":
-without BN each head is x * softmax_row * softmax_col ~ x / 784, so the
-attention branch is a tiny fraction of the skip path and B, D, F and H
-are ReLU(x) = x followed by the Dense head, equal by construction.
+B) and ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F). The claims
+(the paper's numbers, metrics, selections, ``CLAIMS``) are data in
+``claims.py``; this module renders them.
 
 A run "collapsed" when it diverged (``kind=nonfinite``) or its final test
 accuracy is at chance (< 15 %): the paper's "NaN" rows.
@@ -42,18 +38,23 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.studies import claims as claims_lib, plots, render, stats
-from softattn.studies.claims import (ACCURACY, Claim, Metric, Requirement,
-                                     Verdict, judge, pairs,
-                                     paper_fraction, precondition,
-                                     unavailable)
-from softattn.models.elementwise import PAPER_COUNTS, PRESETS
+from softattn.studies import plots, render, stats
+from softattn.studies.claims import (ACCURACY, Claim, Metric, Verdict, judge,
+                                     pairs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
 _probes = studies.load_module(os.path.join(HERE, "probes.py"))
 first_steps, paper_grad_avg = _probes.first_steps, _probes.paper_grad_avg
 first_head_weights = _probes.first_head_weights
+claims = studies.load_module(os.path.join(HERE, "claims.py"))
+PAPER_T1, PAPER_PARAMS = claims.PAPER_T1, claims.PAPER_PARAMS
+PAPER_CIFAR_PARAMS, PAPER_MINUTES = (claims.PAPER_CIFAR_PARAMS,
+                                     claims.PAPER_MINUTES)
+PAPER_APPENDIX, NOATTN, COLLAPSED = (claims.PAPER_APPENDIX, claims.NOATTN,
+                                     claims.COLLAPSED)
+sel, LABELS, TEN_EPOCHS = claims.sel, claims.LABELS, claims.TEN_EPOCHS
+CLAIMS = claims.CLAIMS
 BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
         "models_10ep": "part=models,epochs=10,variants=ABC,extras=false,"
                        "seeds=3",
@@ -66,335 +67,6 @@ OPTIONAL = {"control": "part=control"}
 FOCUS = {"df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
          "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3"}
-
-# Baco China et al. 2023, Table 1 (Fashion-MNIST, 10 epochs):
-# (loss, accuracy %, last gradients average); None = NaN (collapsed).
-PAPER_T1 = {"control": (4.5083, 88.29, 0.002),
-            "A": (34.539, None, 0.0), "B": (7.5913, 81.46, 0.000029),
-            "C": (34.5388, None, 0.0), "D": (7.4856, 81.66, 0.000001),
-            "E": (9.8522, 77.09, 0.000032), "F": (7.4806, 81.33, 0.000004),
-            "G": (10.0345, 76.37, 0.000055), "H": (7.7475, 80.79, -0.000006)}
-PAPER_PARAMS = {**PAPER_COUNTS, "control": 929_510, "single head": 11_132}
-# Sec. 2.2: the CIFAR-10 models (32x32x3), counted from their declared
-# configs (no run needed): label -> (paper count, sweep args).
-PAPER_CIFAR_PARAMS = {
-    "CIFAR-10: 8 heads x 4 layers, no BN": (
-        506_560, "part=models,scale=full,dataset=cifar10,variants=F,"
-                 "extras=false"),
-    "CIFAR-10: control": (961_310, "part=control,scale=full,dataset=cifar10")}
-# Sec. 3: training time of 10 epochs on a Tesla T4, minutes.
-PAPER_MINUTES = {"A": 35, "B": 35, "C": 70, "D": 70, "E": 90, "F": 90,
-                 "G": 180, "H": 180}
-NOATTN = "attention-free"
-PAPER_APPENDIX = {
-    "single head": "80.09 % (loss 8.3712)",
-    "B, separate optimizers": "CIFAR-10 only (8 heads 4 layers: 43.10 %)",
-    "B, no skip, separate optimizers": "82.13 % (loss 7.4980)",
-    "B, no skip, one optimizer": "\"too unstable\" (not reported)",
-}
-
-COLLAPSED = Metric("collapsed", "value/collapsed")
-PARAMS = Metric("parameters", "value/params", digits=0)
-GRAD_AVG = Metric("|last gradients average|", "value/abs_grad_avg",
-                  digits=2)
-# log10 of it: the paper's collapsed models print 0 and "oscillated between
-# 1e-12 and 9e-11", a scale a t test on the raw value cannot see.
-LOG_GRAD = Metric("log10 |last gradients average|",
-                  "value/log10_abs_grad_avg", digits=3)
-W_BAND = Metric(f"share of the first head's x/y weights within "
-                f"±{_probes.WEIGHT_BAND:g}", "value/w_within_band", digits=3)
-Y_OVER_X_STD = Metric("std(y weights) / std(x weights), first head",
-                      "value/y_over_x_std", digits=3)
-X_STD = Metric("std of the first head's x weights", "value/x_w_std",
-               digits=4)
-# CPU core-seconds, not wall_s: the 10-epoch runs shared 2 cores
-# (--parallel=2), so a run's wall time depends on what ran beside it (C's
-# seed 2 took ~55 % of its seeds 0-1's wall time at equal core-seconds).
-CPU_TIME = Metric("CPU core-seconds of the run", "core_seconds", digits=3)
-END = paper_fraction(1.0, 10, "Table 1 compares end points after 10 epochs")
-# Models not run at 10 epochs here (G, H): the same budget, and why.
-END_NOT_RUN = Requirement("not run here at the paper's 10 epochs (CPU "
-                          "budget); Table 1 compares end points after 10 "
-                          "epochs", "epochs", 10.0)
-# Only for claims on the weights' own statistics (at the N(0, 0.02) init
-# they already match the paper's numbers). It no longer gates the "~ B"
-# claims: B's weights move 43 % in 1 epoch while its attention branch stays
-# inert, so the sanity preconditions below replace it there.
-MOVED = Requirement("the attention weights must have moved from their "
-                    "init (relative change of the x/y weights >= 10 %; "
-                    "below it their statistics are the init's)",
-                    "value/attn_moved", 0.10)
-
-
-def needs_attention(*models) -> tuple[Requirement, ...]:
-  """Preconditions of a "~" claim on no-BN models: each must beat the
-  attention-free baseline, else the two sides agree by construction."""
-  return tuple(precondition(
-      f"sanity.{m}_beats_noattn", f"{m} must beat the attention-free "
-      "baseline: without it its attention branch is inert and the two sides "
-      "are both the Dense head on the pixels, equal by construction")
-      for m in models)
-
-
-def sel(label, part="models"):
-  """Selection of a setting by its Table 1 / appendix label."""
-  if label == "control":
-    return {"part": "control"}
-  if label == NOATTN:
-    return {"part": {"models": "noattn", "models_10ep": "noattn_10ep"}.get(
-        part, part), "model.layers": 0}
-  if label == "single head":
-    return {"part": part, "model.heads": 1}
-  if label == "B, no skip, one optimizer":
-    return {"part": part, "model.variant": "B", "model.skip": False}
-  if label.startswith("B, ") and "separate" in label:
-    return {"part": "separate" if part == "models" else part,
-            "model.skip": "no skip" not in label}
-  heads, layers, bn, _ = PRESETS[label]
-  return {"part": part, "model.variant": label, "model.skip": True,
-          "model.heads": heads}
-
-
-LABELS = ["control", *"ABCDEFGH", NOATTN]
-# Every setting run for the paper's 10 epochs, and the part that holds it.
-TEN_EPOCHS = {"A": "models_10ep", "B": "models_10ep", "C": "models_10ep",
-              "D": "df_10ep", "E": "e_10ep", "F": "df_10ep",
-              "B, no skip, separate optimizers": "separate_10ep",
-              NOATTN: "noattn_10ep"}
-
-
-def _sanity() -> list[Claim]:
-  """B, D, F against the attention-free baseline at 10 epochs: not the
-  paper's claims, but what its "~ B" claims presuppose (Sec. 3 itself
-  admits B's accuracy "might not come from the attention layer, but rather
-  from the feedforward layer")."""
-  return [Claim(
-      f"sanity.{v}_beats_noattn", f"{v}'s attention layers add to its "
-      f"accuracy: {v} > the attention-free baseline (same recipe, no "
-      "attention layer: the Dense head on the pixels; 10 epochs)",
-      "none (sanity check; Sec. 3: \"might not come from the attention "
-      "layer\")", f"{v}: {PAPER_T1[v][1]}", ACCURACY, sel(v, TEN_EPOCHS[v]),
-      sel(NOATTN, "models_10ep"), ">", section="sanity") for v in "BDF"]
-
-
-# Timings on other hardware are a different setting, not a test: XLA:CPU's
-# relative cost of the element-wise softmaxes, BN and convs need not match a
-# T4's, so a ratio that differs would not contradict the paper.
-HARDWARE = unavailable(
-    "the paper times a Tesla T4 GPU; ours are CPU core-seconds on XLA:CPU, "
-    "whose relative costs of these layers differ (our ratios are shown in "
-    "the Training time section as a description)")
-
-
-def _time_claims() -> list[Claim]:
-  """Sec. 3's training times as ratios to B's, paired by seed, ±10 % of
-  the paper's ratio (the README's margin for a time ratio); not testable
-  on this hardware (``HARDWARE``), declared so the ratios are computed."""
-  out = []
-  for v in "ACDEFGH":
-    ratio = PAPER_MINUTES[v] / PAPER_MINUTES["B"]
-    ten = v in TEN_EPOCHS
-    out.append(Claim(
-        f"time.{v}_over_B", f"{v} trains in ~{ratio:.3g}x B's time "
-        f"(ratio within {ratio:.3g} ± {0.1 * ratio:.2g}; ours: CPU "
-        "core-seconds, not a T4)", "Sec. 3 (training times)",
-        f"{PAPER_MINUTES[v]} vs {PAPER_MINUTES['B']} min", CPU_TIME,
-        sel(v, TEN_EPOCHS[v] if ten else "models"),
-        sel("B", "models_10ep" if ten else "models"), "~",
-        margin=round(0.1 * ratio, 2), target=ratio, contrast="ratio",
-        min_budget=(HARDWARE,) if ten else (HARDWARE, Requirement(
-            "not run here at 10 epochs (CPU budget); a 1-epoch run's time "
-            "is mostly compilation and data loading", "epochs", 10.0)),
-        section="time"))
-  return out
-
-
-def _time_ratio(runs, v) -> stats.Summary:
-  """Our per-seed core-seconds ratio v / B at 10 epochs (description)."""
-  claim = next(c for c in CLAIMS if c.id == f"time.{v}_over_B")
-  return studies.summarize(claims_lib.pairs(claim, runs)[0])
-
-
-def _cifar_claims() -> list[Claim]:
-  cifar = unavailable("no CIFAR-10 offline; `sweep.py:scale=full,"
-                      "dataset=cifar10` declares the runs")
-  counted = unavailable(
-      "no CIFAR-10 run here to count on (the engine judges deterministic "
-      "claims on runs); the parameter table counts the declared CIFAR-10 "
-      "configs instead")
-  rows = [
-      ("cifar10", "4 layers 8 heads on CIFAR-10 reach 41.81 % vs the "
-       "control's 67.12 %", "Sec. 3", "41.81 vs 67.12", cifar),
-      ("cifar.acc_60pct", "on CIFAR-10 the attention model reaches ~60 % of "
-       "the control's accuracy", "Abstract", "41.81 / 67.12", cifar),
-      ("cifar.plateau_first", "on CIFAR-10 the attention model plateaus "
-       "well before the control", "Sec. 3 (Fig. 10)", "curves", cifar),
-      ("cifar.overfits", "on CIFAR-10 the attention model overfits "
-       "(\"extreme overfitting\")", "Sec. 3", "loss 80.89", cifar),
-      ("cifar.separate_peak_earlier", "separate optimizers make the "
-       "CIFAR-10 model peak earlier (44.63 % at epoch 9)", "Appendix",
-       "peak epoch 9", cifar),
-      ("cifar.noskip_unstable", "without skip the CIFAR-10 model could not "
-       "be stabilised (any init or lr tried)", "Appendix", "10.05 % peak",
-       cifar),
-      ("cifar.params", "the CIFAR-10 model (8 heads x 4 layers, no BN) has "
-       "506,560 parameters", "Sec. 2.2", "506,560", counted),
-      ("cifar.params_50pct", "the CIFAR-10 model has ~50 % fewer "
-       "parameters than its control", "Abstract", "506,560 vs 961,310",
-       counted)]
-  return [Claim(i, t, ref, val, None, min_budget=(why,)) for i, t, ref, val,
-          why in rows]
-
-
-def _claims() -> list[Claim]:
-  c = _sanity()
-  for v in "AC":
-    c.append(Claim(f"t1.{v}_collapses", f"{v} (BN, 2 layers) collapses "
-                   "within 10 epochs", "Table 1", "NaN", COLLAPSED,
-                   sel(v, "models_10ep"), relation="all", section="t1"))
-  c.append(Claim(
-      "t1.AC_grads_vanish", "A's and C's first-layer gradients vanish: "
-      "|grad avg| < 1e-10 (log10 < -10)", "Sec. 3 (on Table 1)",
-      "0 (\"oscillated between 1e-12 and 9e-11\")", LOG_GRAD,
-      {"part": "models_10ep", "model.variant": ("A", "C"),
-       "model.skip": True}, relation="<", target=-10.0,
-      pair_by=("model.variant", "seed"), min_budget=(END,), section="t1"))
-  c += [
-      Claim("t1.E_stable", "E (BN, 8 heads, 4 layers) does not collapse "
-            "within 10 epochs", "Table 1", "77.09", COLLAPSED,
-            sel("E", "e_10ep"), relation="none", min_budget=(END,),
-            section="t1"),
-      Claim("t1.G_stable", "G (BN, 16 heads, 4 layers) does not collapse "
-            "within 10 epochs", "Table 1", "76.37", COLLAPSED, sel("G"),
-            relation="none", min_budget=(END_NOT_RUN,), section="t1"),
-      Claim("t1.bn_hurts_4layers.EF", "BN hurts at 4 layers: E < F (10 "
-            "epochs)", "Table 1", "77.09 vs 81.33", ACCURACY,
-            sel("E", "e_10ep"), sel("F", "df_10ep"), "<", min_budget=(END,),
-            section="t1"),
-      Claim("t1.bn_hurts_4layers.GH", "BN hurts at 4 layers: G < H",
-            "Table 1", "76.37 vs 80.79", ACCURACY, sel("G"), sel("H"), "<",
-            min_budget=(END_NOT_RUN,), section="t1"),
-      Claim("t1.bn_hurts_2layers", "BN hurts at 2 layers: A < B (10 "
-            "epochs)", "Table 1", "NaN vs 81.46", ACCURACY,
-            sel("A", "models_10ep"), sel("B", "models_10ep"), "<",
-            section="t1"),
-      Claim("t1.bn_hurts_2layers.CD", "BN hurts at 2 layers, 16 heads: "
-            "C < D (10 epochs)", "Table 1", "NaN vs 81.66", ACCURACY,
-            sel("C", "models_10ep"), sel("D", "df_10ep"), "<",
-            section="t1"),
-      Claim("t1.heads_no_help.1ep", "more heads do not help: D ~ B (±1 "
-            "point, 1 epoch)", "Table 1", "81.66 vs 81.46", ACCURACY,
-            sel("D"), sel("B"), "~", margin=1.0,
-            min_budget=(END, *needs_attention("B", "D")), section="t1"),
-      Claim("t1.layers_no_help.1ep", "more layers do not help: F ~ B (±1 "
-            "point, 1 epoch)", "Table 1", "81.33 vs 81.46", ACCURACY,
-            sel("F"), sel("B"), "~", margin=1.0,
-            min_budget=(END, *needs_attention("B", "F")), section="t1"),
-      Claim("t1.heads_no_help", "more heads do not help: D ~ B (±1 point, "
-            "10 epochs)", "Table 1", "81.66 vs 81.46", ACCURACY,
-            sel("D", "df_10ep"), sel("B", "models_10ep"), "~", margin=1.0,
-            min_budget=needs_attention("B", "D"), section="t1"),
-      Claim("t1.layers_no_help", "more layers do not help: F ~ B (±1 "
-            "point, 10 epochs)", "Table 1", "81.33 vs 81.46", ACCURACY,
-            sel("F", "df_10ep"), sel("B", "models_10ep"), "~", margin=1.0,
-            min_budget=needs_attention("B", "F"), section="t1"),
-      # H is not run at 10 epochs, so only F's sanity claim can gate it.
-      Claim("t1.F_equal_H", "more heads do not help at 4 layers: F ~ H (±1 "
-            "point)", "Sec. 4", "81.33 vs 80.79", ACCURACY, sel("F"),
-            sel("H"), "~", margin=1.0,
-            min_budget=(END_NOT_RUN, *needs_attention("F")), section="t1"),
-      # The control pairs with B at 10 epochs: the 1-epoch B can never meet
-      # the end-point budget.
-      Claim("t1.control_beats_B", "the control beats the attention models: "
-            "control > B", "Table 1", "88.29 vs 81.46", ACCURACY,
-            sel("control"), sel("B", "models_10ep"), ">", min_budget=(END,),
-            section="t1"),
-      Claim("t1.B_92pct_of_control", "B reaches ~92 % of the control's "
-            "accuracy (ratio within 0.92 ± 0.05)", "Table 1",
-            "81.46 / 88.29", ACCURACY, sel("B", "models_10ep"),
-            sel("control"), "~", margin=0.05, target=0.92, contrast="ratio",
-            min_budget=(END,), section="t1"),
-      Claim("t1.B_97pct_fewer_params", "B has ~97 % fewer parameters than "
-            "the control (ratio within 0.03 ± 0.015)", "Abstract",
-            "33,084 vs 929,510", PARAMS, sel("B"), sel("control"), "~",
-            margin=0.015, target=0.03, contrast="ratio", deterministic=True,
-            section="params"),
-      Claim("t1.control_larger_grads", "the control's first-layer gradients "
-            "are larger than B's (|grad avg| ratio > 10)", "Table 1",
-            "0.002 vs 2.9e-05", GRAD_AVG, sel("control"),
-            sel("B", "models_10ep"), ">", target=10.0, contrast="ratio",
-            min_budget=(END,), section="t1"),
-      # The paper inspected G's trained weights; N(0, 0.02) puts 98.8 % in
-      # the band at init, so both claims also need the weights to move.
-      Claim("t1.G_weights_small", "G's trained first-head x/y weights "
-            "mostly lie within ±0.05 (share > 0.5)", "Sec. 3 (after "
-            "Fig. 9)", "\"most values\"", W_BAND, sel("G"), relation=">",
-            target=0.5, min_budget=(END_NOT_RUN, MOVED), section="t1"),
-      Claim("t1.G_y_std_smaller", "G's y weights have a smaller std than "
-            "its x weights (ratio < 1)", "Sec. 3 (after Fig. 9)",
-            "y around -1e-3 to -1e-4", Y_OVER_X_STD, sel("G"), relation="<",
-            target=1.0, min_budget=(END_NOT_RUN, MOVED), section="t1"),
-      Claim("t1.head_outputs_range", "trained attention heads output pixel "
-            "values within [0.4, 0.5] (0.5 on the background)", "Sec. 3",
-            "[0.4, 0.5]", None, min_budget=(unavailable(
-                "not measured: the export's probes do not record head "
-                "outputs and runs.csv keeps no checkpoints; a probe at "
-                "export that applies a trained run's first layer to test "
-                "images and reports each head's output percentiles "
-                "(e.g. 5th-95th) would measure it"),), section="t1"),
-      # Margins ±2, not ±1: the paper's own gaps (1.57 and 1.29 points)
-      # exceed ±1, so ±1 would contradict the paper's own numbers; ±2 is
-      # the smallest whole-point margin that covers them.
-      Claim("app.single_equal_D", "a single head is about as good as many: "
-            "single ~ D (±2 points)", "Appendix", "80.09 vs 81.66", ACCURACY,
-            sel("single head"), sel("D"), "~", margin=2.0,
-            min_budget=(Requirement(
-                "not run here at 10 epochs (CPU budget); the appendix's "
-                "single-head accuracy is an end point after 10 epochs, "
-                "compared with Table 1's D", "epochs", 10.0),
-                        *needs_attention("D")), section="app"),
-      Claim("app.separate_equal_B", "separate optimizers give no relevant "
-            "gain: ~ B (±2 points; a Fashion-MNIST analog on model B)",
-            "Appendix (CIFAR-10, 8 heads x 4 layers)", "43.10 vs 41.81",
-            ACCURACY, sel("B, separate optimizers"), sel("B"), "~",
-            margin=2.0, min_budget=(Requirement(
-                "the appendix measures this on CIFAR-10 (8 heads x 4 "
-                "layers, after 10 epochs); ours is a Fashion-MNIST analog "
-                "on model B, not run here at 10 epochs (CPU budget)",
-                "epochs", 10.0), *needs_attention("B")), section="app"),
-      # Not gated on the sanity claims: without skip nothing carries the
-      # pixels past the attention branch, so it is not B by construction.
-      Claim("app.noskip_separate_equal_B", "without skip, separate "
-            "optimizers train B to ~B's accuracy (±1 point, 10 epochs)",
-            "Appendix", "82.13 vs 81.46", ACCURACY,
-            sel("B, no skip, separate optimizers", "separate_10ep"),
-            sel("B", "models_10ep"), "~", margin=1.0, section="app"),
-      Claim("app.noskip_x_weights", "without skip, separate optimizers: "
-            "the first head's x weights end with std ~0.0208 (±0.002)",
-            "Appendix", "mean 0.0007, std 0.0208", X_STD,
-            sel("B, no skip, separate optimizers", "separate_10ep"),
-            relation="~", margin=0.002, target=0.0208,
-            min_budget=(MOVED,), section="app"),
-      Claim("app.noskip_unstable", "without skip on one optimizer training "
-            "is unstable (collapses)", "Appendix", "\"too unstable\"",
-            COLLAPSED, sel("B, no skip, one optimizer"), relation="all",
-            section="app"),
-      Claim("concl.lr01_collapses", "Adam lr 0.1 collapses the model, even "
-            "without BN", "Conclusion", "collapse", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): no run of B with lr 0.1 on "
-                "every weight is declared"),), section="app"),
-      Claim("time.faster_than_control", "the attention models train faster "
-            "than the control", "Conclusion", "\"faster training\"", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): the control is opt-in "
-                "(`CONTROL=1`) and runs.csv has no finished control run to "
-                "time"),), section="time"),
-  ]
-  return c + _time_claims() + _cifar_claims()
-
-
-CLAIMS = _claims()
 
 
 def collapsed(run) -> float | None:
@@ -681,6 +353,12 @@ def time_section(runs) -> str:
                 mins(lab, TEN_EPOCHS[lab]) if lab in TEN_EPOCHS else "-",
                 _ratio_cell(runs, lab), mins(lab, "models")]
                for lab in PAPER_MINUTES]))
+
+
+def _time_ratio(runs, v) -> stats.Summary:
+  """Our per-seed core-seconds ratio v / B at 10 epochs (description)."""
+  claim = next(c for c in CLAIMS if c.id == f"time.{v}_over_B")
+  return studies.summarize(pairs(claim, runs)[0])
 
 
 def _ratio_cell(runs, lab) -> str:

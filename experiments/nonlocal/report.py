@@ -1,4 +1,4 @@
-r"""The scaled non-local study (Cho et al. 2022): claims, probes, sections.
+r"""The scaled non-local study (Cho et al. 2022): probes, sections, ``STUDY``.
 
   python experiments/nonlocal/report.py --workdir=workdirs/nonlocal   # export + report
   python experiments/nonlocal/report.py --from-csv experiments/nonlocal/runs.csv
@@ -7,9 +7,8 @@ r"""The scaled non-local study (Cho et al. 2022): claims, probes, sections.
 focus part, 4 seeds x ~1 epoch on Table 2's init claims; the
 ``paper_defaults`` focus part, the paper's own setting where ``main``
 differs: scaled NL with He, Tables 1 and 2 at 1 head; the ``unscaled``
-focus part, Sec. 3.1's block without the scaling factor, 3 seeds), every
-claim of the paper (Tables 1-4, Figs. 1-2, Sec. 3.1's divergence, the
-abstract's robustness to init) with its relation and budget, and the
+focus part, Sec. 3.1's block without the scaling factor, 3 seeds), the
+claims of ``claims.py`` (the paper's claims as data, rendered here) and the
 sections of RESULTS.md. The rule that judges them is
 ``softattn.studies.claims.RULE``.
 
@@ -34,316 +33,23 @@ import numpy as np
 
 from softattn import studies
 from softattn.studies import plots, render
-from softattn.studies.claims import ERROR, Claim, Metric, unavailable
+from softattn.studies.claims import ERROR
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
-NL = "model.nl_blocks."
-LABEL = {"softmax": "NL", "scaled": "scaled NL"}
+claims = studies.load_module(os.path.join(HERE, "claims.py"))
+NL, LABEL, INITS = claims.NL, claims.LABEL, claims.INITS
+FOCUS, PAPER_PART = claims.FOCUS, claims.PAPER_PART
+UNSCALED, UNSCALED_PART = claims.UNSCALED, claims.UNSCALED_PART
+PAPER_T1, PAPER_T2, PAPER_T3 = claims.PAPER_T1, claims.PAPER_T2, claims.PAPER_T3
+PAPER_MEM, PAPER_MS, PAPER_INIT = (claims.PAPER_MEM, claims.PAPER_MS,
+                                   claims.PAPER_INIT)
+STEP_MS, MEMORY, FLOPS, VERTICAL = (claims.STEP_MS, claims.MEMORY,
+                                    claims.FLOPS, claims.VERTICAL)
+sel, paper_sel, paper_cell = claims.sel, claims.paper_sel, claims.paper_cell
+CLAIMS = claims.CLAIMS
 HEADS = (0, 1, 2, 4, 8)
-FOCUS = "init_1ep"
-# Sec. 3.1's block without the scaling factor (``sweep.py:subset=unscaled``),
-# named as the sweep declares it so selections match its runs.
-UNSCALED = studies.load_module(os.path.join(HERE, "sweep.py")).UNSCALED
-UNSCALED_PART = "unscaled"
-
-# Cho et al. 2022, test error % (CIFAR-10 / CIFAR-100), PreResNet-56 + 3 NL.
-# The 0-head cells are one merged cell per row in the paper and garbled in
-# its text extraction: our best reading, flagged in RESULTS.md.
-PAPER_T3 = {0: {"softmax": (6.37, 26.5), "scaled": (6.37, 26.5)},
-            1: {"softmax": (5.73, 25.12), "scaled": (5.64, 24.53)},
-            2: {"softmax": (5.69, 24.63), "scaled": (5.48, 24.17)},
-            4: {"softmax": (5.62, 24.43), "scaled": (5.43, 24.12)}}
-PAPER_MEM = {0: (2827, 2827), 1: (3789, 3453), 2: (4269, 3429),
-             4: (5229, 3417)}          # heads -> (NL MB, scaled MB)
-# 0 heads: NL reads 62.27; the scaled cell reads "02.37" (garbled; the
-# two rows are the same network without NL blocks).
-PAPER_MS = {0: (62.27, 62.27), 1: (83.11, 77.92), 2: (88.96, 76.97),
-            4: (100.93, 76.51)}        # ms/batch
-PAPER_T1 = {"softmax": {"base": (5.73, 25.12), "magnitude": (5.83, 25.26),
-                        "direction": (6.01, 25.44)},
-            "scaled": {"base": (5.64, 24.53), "magnitude": (5.76, 25.20),
-                       "direction": (5.67, 24.68)}}
-PAPER_T2 = {"softmax": {"he": (5.91, 25.82), "normal": (5.73, 25.12),
-                        "zeros": (6.23, 26.24)},
-            "scaled": {"he": (5.64, 24.53), "normal": (5.69, 24.62),
-                       "zeros": (6.14, 26.24)}}
-INITS = {"he": "He", "normal": "sigma 0.01", "zeros": "sigma 0"}
-
-STEP_MS = Metric("train step ms", "value/step_ms", digits=1)
-MEMORY = Metric("XLA train-step MB (full scale)", "value/full_step_mb",
-                digits=0)
-VERTICAL = Metric("var across queries / var across keys",
-                  "value/vertical_ratio", digits=3)
-# XLA's FLOP count of one compiled train step of the reduced runs: a
-# property of the config (identical in every seed), so claims on it are
-# deterministic.
-FLOPS = Metric("XLA GFLOP per train step (reduced)", "flops_per_step",
-               scale=1e-9, digits=3)
-
-
-class _Diverged(Metric):
-  """1 when a run stopped on a non-finite loss (``kind=nonfinite``), 0 when
-  it finished: read from the run's state, so every runs.csv row has it."""
-
-  def of(self, run):
-    return 1.0 if run.diverged else (0.0 if run.done else None)
-
-
-DIVERGED = _Diverged("diverged (non-finite loss)", "state")
-
-
-def sel(heads, block="softmax", mode="base", init="normal", part="main"):
-  if heads == 0:
-    return {"part": part, NL + "heads": 0}
-  return {"part": part, NL + "heads": heads, NL + "normalizer": block,
-          NL + "mode": mode, NL + "init": init}
-
-
-# The paper's own setting where ``main`` differs (``sweep.py:subset=paper``):
-# scaled NL with He init, Tables 1 and 2 at 1 head.
-PAPER_PART = "paper_defaults"
-PAPER_INIT = {"softmax": "normal", "scaled": "he"}
-PAPER_NOTE = " (the paper's setting: 1 head, He for scaled NL)"
-
-
-def paper_sel(heads, block="softmax", mode="base", init=None):
-  """A setting with the paper's init for ``block`` unless ``init`` is given
-  (NL sigma 0.01, scaled NL He), from ``main`` or ``paper_defaults``
-  (``sweep.py:subset=paper`` declares only what ``main`` lacks)."""
-  return sel(heads, block, mode, init or PAPER_INIT[block],
-             part=("main", PAPER_PART))
-
-
-def _table1(suffix, at, note="") -> list[Claim]:
-  """Table 1's claims on ``at(block, mode)`` selections."""
-  return [
-      Claim("t1.direction_hurts_nl" + suffix, "removing the magnitude hurts "
-            "NL: direction-only NL error > NL error" + note,
-            "Table 1, abstract", "6.01 vs 5.73", ERROR,
-            at("softmax", "direction"), at("softmax"), ">", section="t1"),
-      Claim("t1.direction_scaled_better" + suffix, "direction-only: scaled "
-            "NL error < NL error" + note, "Table 1",
-            "5.67 vs 6.01; 24.68 vs 25.44", ERROR,
-            at("scaled", "direction"), at("softmax", "direction"), "<",
-            section="t1"),
-      Claim("t1.direction_hurts_nl_more" + suffix, "direction-only hurts NL "
-            "more than scaled NL (gap of the direction - base gaps)" + note,
-            "Table 1", "NL +0.28, scaled +0.03", ERROR, terms=(
-                (1, at("softmax", "direction")), (-1, at("softmax")),
-                (-1, at("scaled", "direction")), (1, at("scaled"))),
-            relation=">", section="t1"),
-      Claim("t1.magnitude_equal" + suffix, "magnitude-only: scaled NL ~ NL "
-            "(±1 point)" + note, "Table 1", "5.76 vs 5.83", ERROR,
-            at("scaled", "magnitude"), at("softmax", "magnitude"), "~",
-            margin=1.0, section="t1"),
-  ]
-
-
-def _paper(pair):
-  return f"{pair[0]:.2f} / {pair[1]:.2f}"
-
-
-def _claims() -> list[Claim]:
-  c = []
-  # Table 3's head counts; our 8-head runs are in the table, but the paper
-  # makes no 8-head claim to judge.
-  for h in (1, 2, 4):
-    c.append(Claim(f"t3.scaled_lt_nl.h{h}", f"scaled NL error < NL error, "
-                   f"{h} head(s)", "Table 3",
-                   _paper(PAPER_T3[h]["scaled"]) + " vs " +
-                   _paper(PAPER_T3[h]["softmax"]), ERROR, sel(h, "scaled"),
-                   sel(h), "<", section="t3"))
-  c += [
-      Claim("t3.nl_helps", "NL blocks help: 4-head NL error < no NL",
-            "Table 3", "5.62 vs 6.37 (CIFAR-10)", ERROR, sel(4), sel(0), "<",
-            section="t3"),
-      Claim("t3.heads_help_scaled", "more heads help scaled NL: 4 < 1 head",
-            "Table 3", "5.43 vs 5.64", ERROR, sel(4, "scaled"),
-            sel(1, "scaled"), "<", section="t3"),
-      Claim("t3.heads_help_nl", "more heads help NL: 4 < 1 head", "Table 3",
-            "5.62 vs 5.73", ERROR, sel(4), sel(1), "<", section="t3"),
-      *[Claim(f"t3.scaled_lt_nl.h{h}.paper", f"scaled NL (He, the "
-              f"paper's init for it) error < NL error, {h} head(s)",
-              "Table 3", _paper(PAPER_T3[h]["scaled"]) + " vs " +
-              _paper(PAPER_T3[h]["softmax"]), ERROR, paper_sel(h, "scaled"),
-              paper_sel(h), "<", section="t3") for h in (1, 2, 4)],
-      Claim("t3.heads_help_scaled.paper", "more heads help scaled NL (He): "
-            "4 < 1 head", "Table 3", "5.43 vs 5.64", ERROR,
-            paper_sel(4, "scaled"), paper_sel(1, "scaled"), "<",
-            section="t3"),
-      Claim("t3.scaled_lt_nl.h4.1ep", "scaled NL error < NL error, 4 heads, "
-            f"sigma 0.01 for both, the longer budget (`{FOCUS}`)", "Table 3",
-            "5.43 vs 5.62", ERROR, sel(4, "scaled", part=FOCUS),
-            sel(4, part=FOCUS), "<", section="t3"),
-      Claim("t3.scaled_lt_nl.h4.1ep.paper", "scaled NL (He, the paper's "
-            "init for it) error < NL error (sigma 0.01), 4 heads, the longer "
-            f"budget (`{FOCUS}`)", "Table 3", "5.43 vs 5.62", ERROR,
-            sel(4, "scaled", init="he", part=FOCUS), sel(4, part=FOCUS), "<",
-            section="t3"),
-      Claim("t3.nl_time_grows", "NL step time grows from 1 to 4 heads",
-            "Table 3", "83 -> 101 ms", STEP_MS, sel(4), sel(1), ">",
-            section="t3b"),
-      Claim("t3.scaled_time_flat", "scaled NL step time flat from 1 to 4 "
-            "heads (ratio within 1 ± 0.1)", "Table 3", "78 -> 77 ms",
-            STEP_MS, sel(4, "scaled"), sel(1, "scaled"), "~", margin=0.1,
-            contrast="ratio", section="t3b"),
-      *[Claim(f"t3.scaled_time_below_nl.h{h}", f"{h} head(s): scaled NL "
-              "step time < NL step time", "Table 3",
-              f"{PAPER_MS[h][1]} vs {PAPER_MS[h][0]} ms", STEP_MS,
-              sel(h, "scaled"), sel(h), "<", section="t3b")
-        for h in (1, 2, 4)],
-      Claim("t3.nl_memory_grows", "NL memory grows from 1 to 4 heads "
-            "(ratio > 1.05)", "Table 3", "3789 -> 5229 MB", MEMORY, sel(4),
-            sel(1), ">", target=1.05, contrast="ratio", deterministic=True,
-            section="t3b"),
-      Claim("t3.scaled_memory_flat", "scaled NL memory flat from 1 to 4 "
-            "heads (ratio within 1 ± 0.05)", "Table 3", "3453 -> 3417 MB",
-            MEMORY, sel(4, "scaled"), sel(1, "scaled"), "~", margin=0.05,
-            contrast="ratio", deterministic=True, section="t3b"),
-      *[Claim(f"t3.scaled_memory_below_nl.h{h}", f"{h} head(s): scaled NL "
-              "needs less memory than NL (scaled / NL < 1)", "Table 3",
-              f"{PAPER_MEM[h][1]} vs {PAPER_MEM[h][0]} MB", MEMORY,
-              sel(h, "scaled"), sel(h), "<", contrast="ratio",
-              deterministic=True, section="t3b") for h in (1, 2, 4)],
-      # Sec. 1: NL's memory is "a linear function of the number of heads":
-      # the per-head increment from 2 to 4 heads equals the 1 -> 2 one.
-      # XLA's plan counts bytes exactly; the 2 MB margin absorbs buffer
-      # alignment and is small next to any increment that matters (the
-      # paper's is 480 MB per head).
-      Claim("t3.nl_memory_linear", "NL memory linear in heads: (m4 - m2) / "
-            "2 - (m2 - m1) within ±2 MB", "Sec. 1, Table 3",
-            "3789, 4269, 5229 MB: +480 per head", MEMORY,
-            terms=((0.5, sel(4)), (-1.5, sel(2)), (1, sel(1))),
-            relation="~", margin=2.0, deterministic=True, section="t3b"),
-      Claim("t3.scaled_flops_flat", "scaled NL FLOPs do not grow from 1 to 4 "
-            "heads (XLA count, 4-head / 1-head < 1.01)", "Sec. 1, Table 3",
-            "'without additional computational cost'", FLOPS,
-            sel(4, "scaled"), sel(1, "scaled"), "<", target=1.01,
-            contrast="ratio", deterministic=True, section="t3b"),
-      Claim("t3.nl_flops_grow", "NL FLOPs grow from 1 to 4 heads (XLA "
-            "count, 4-head / 1-head > 1)", "Sec. 1, Table 3",
-            "step time a linear function of heads", FLOPS, sel(4), sel(1),
-            ">", contrast="ratio", deterministic=True, section="t3b"),
-      *_table1("", lambda b, mode="base": sel(4, b, mode)),
-      *_table1(".h1", lambda b, mode="base": paper_sel(1, b, mode),
-               PAPER_NOTE),
-      Claim("t2.nl_normal_beats_he", "NL: sigma 0.01 beats He (the longer "
-            f"budget, `{FOCUS}`)", "Table 2", "5.73 vs 5.91", ERROR,
-            sel(4, part=FOCUS), sel(4, init="he", part=FOCUS), "<",
-            section="t2"),
-      # Sec. 4: scaled NL "shows the best performance with the standard He
-      # initialization": a direction (lower error than sigma 0.01).
-      Claim("t2.scaled_he_best", "scaled NL: He beats sigma 0.01 (the "
-            f"longer budget, `{FOCUS}`)", "Table 2, Sec. 4", "5.64 vs 5.69", ERROR,
-            sel(4, "scaled", init="he", part=FOCUS),
-            sel(4, "scaled", part=FOCUS), "<", section="t2"),
-  ]
-  for b in ("softmax", "scaled"):
-    c.append(Claim(f"t2.zeros_worst.{b}", f"{LABEL[b]}: sigma 0 is worse "
-                   "than sigma 0.01", "Table 2",
-                   f"{PAPER_T2[b]['zeros'][0]} vs {PAPER_T2[b]['normal'][0]}",
-                   ERROR, sel(4, b, init="zeros"), sel(4, b), ">",
-                   section="t2"))
-  # Table 2 in the paper's setting: 1 head, 300 steps x 3 seeds.
-  one = lambda b, init: paper_sel(1, b, init=init)
-  c += [
-      Claim("t2.nl_normal_beats_he.h1", "NL: sigma 0.01 beats He"
-            + PAPER_NOTE, "Table 2", "5.73 vs 5.91", ERROR,
-            one("softmax", "normal"), one("softmax", "he"), "<",
-            section="t2"),
-      Claim("t2.scaled_he_best.h1", "scaled NL: He beats sigma 0.01"
-            + PAPER_NOTE, "Table 2, Sec. 4", "5.64 vs 5.69", ERROR,
-            one("scaled", "he"), one("scaled", "normal"), "<",
-            section="t2"),
-      *[Claim(f"t2.zeros_worst.{b}.h1", f"{LABEL[b]}: sigma 0 is worse "
-              "than sigma 0.01" + PAPER_NOTE, "Table 2",
-              f"{PAPER_T2[b]['zeros'][0]} vs {PAPER_T2[b]['normal'][0]}",
-              ERROR, one(b, "zeros"), one(b, "normal"), ">", section="t2")
-        for b in ("softmax", "scaled")],
-  ]
-  c += _robust_init()
-  c += [
-      Claim("s31.scaled_never_diverges", "scaled NL never diverges (every "
-            "scaled NL run of every part: heads, inits, modes)", "Sec. 3.1",
-            "'scaling successfully prevents divergence'", DIVERGED,
-            {NL + "normalizer": "scaled"}, relation="none", section="s31"),
-      # "Often": every run diverging confirms, none contradicts, a mix is
-      # inconclusive (the rule's event reading).
-      Claim("s31.unscaled_diverges", "NL without softmax and without the "
-            "1/sqrt(HW) scaling diverges (4 heads, He, the scaled block's "
-            "init in the paper)", "Sec. 3.1", "'often diverging'",
-            DIVERGED, sel(4, UNSCALED, init="he", part=UNSCALED_PART),
-            relation="all", section="s31", min_budget=(unavailable(
-                "the paper's regime is out of reach: without 1/sqrt(HW) "
-                "the block's output grows with sqrt(HW), 8 on our 8x8 "
-                "stage-2 maps against 16 on the paper's 16x16 (32x32 "
-                "CIFAR), and our runs are 0.32 epoch of its 164; whether "
-                "ours diverged is counted in the table above"),)),
-      Claim("fig1.vertical_lines", "NL maps are closer to vertical lines "
-            "than scaled NL's (NL ratio < scaled ratio; the paper: NL shows "
-            "vertical lines, scaled NL does not)", "Fig. 1", "qualitative",
-            VERTICAL, sel(4), sel(4, "scaled"), "<", section="fig1",
-            min_budget=(unavailable(
-                "the ordering is there before training: the same statistic "
-                "on the untrained models (each seed's init, the same 4 test "
-                "images) already puts NL below scaled NL, and training moves "
-                "the two toward each other, so a comparison of trained runs "
-                "cannot tell what training learned from what the blocks are "
-                "by construction; without checkpoints runs.csv holds no "
-                "init-time values to compare against"),)),
-      Claim("fig1.nl_vertical", "NL attention maps show clear vertical "
-            "lines", "Fig. 1, Sec. 3.2", "qualitative", None,
-            min_budget=(unavailable(
-                "no defensible threshold: the paper judges 'clear' by eye; "
-                "our ratio is 0 for perfect vertical lines and ~1 for maps "
-                "as query- as key-dependent, and no value in between is "
-                "'clear' by any stated criterion (the ratios are in the "
-                "table above)"),)),
-      Claim("t3.cifar100", "scaled NL < NL on CIFAR-100 and Tiny-ImageNet",
-            "Tables 3, 4", "24.12 vs 24.43", None, min_budget=(unavailable(
-                "no CIFAR-100 / Tiny-ImageNet offline (TFDS has no "
-                "Tiny-ImageNet builder); `sweep.py:scale=full,"
-                "dataset=cifar100` declares the CIFAR-100 runs"),)),
-      Claim("t4.depth_width", "scaled NL helps at every depth and width",
-            "Table 4", "PreResNet-32..110, WRN-28-10", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): sweep `model.depth` at "
-                "scale=full (hours per run on a GPU)"),)),
-      Claim("fig2.embed_reduction", "scaled NL tolerates embedding channel "
-            "reduction better than NL", "Fig. 2", "figure", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): `model.nl_blocks.embed_channels` "
-                "is the field to sweep"),)),
-  ]
-  return c
-
-
-def _robust_init() -> list[Claim]:
-  """The abstract's "robustness to embedding weight initialization", at
-  He (the standard init the paper recommends for scaled NL): scaled NL He
-  < NL He wherever both ran, and scaled NL He < scaled NL sigma 0."""
-  paper = (f"{PAPER_T2['scaled']['he'][0]} vs "
-           f"{PAPER_T2['softmax']['he'][0]}")
-  where = {"": dict(part="main"), ".1ep": dict(part=FOCUS),
-           ".h1": dict(part=PAPER_PART)}
-  c = [Claim(f"t2.scaled_lt_nl.he{sfx}", "He init: scaled NL error < NL "
-             f"error ({'1 head' if sfx == '.h1' else '4 heads'}, "
-             f"`{kw['part']}`)", "Table 2, abstract", paper, ERROR,
-             sel(1 if sfx == ".h1" else 4, "scaled", init="he", **kw),
-             sel(1 if sfx == ".h1" else 4, init="he", **kw), "<",
-             section="t2") for sfx, kw in where.items()]
-  zeros = f"{PAPER_T2['scaled']['he'][0]} vs {PAPER_T2['scaled']['zeros'][0]}"
-  c += [Claim(f"t2.scaled_he_lt_zeros{sfx}", "scaled NL: He error < sigma 0 "
-              f"error ({h} head{'s' if h > 1 else ''})", "Table 2", zeros,
-              ERROR, paper_sel(h, "scaled", init="he"),
-              paper_sel(h, "scaled", init="zeros"), "<", section="t2")
-        for sfx, h in (("", 4), (".h1", 1))]
-  return c
-
-
-CLAIMS = _claims()
 
 
 # --------------------------------------------------------------------------
@@ -526,8 +232,8 @@ def _t3(runs, err, f_err) -> str:
           + render.md_table(
               ["heads", "paper NL", "paper scaled NL", "ours NL",
                "ours scaled NL", "ours scaled NL, He"],
-              [[h, _paper(PAPER_T3[h]["softmax"]) if h in PAPER_T3 else "-",
-                _paper(PAPER_T3[h]["scaled"]) if h in PAPER_T3 else "-",
+              [[h, paper_cell(PAPER_T3[h]["softmax"]) if h in PAPER_T3 else "-",
+                paper_cell(PAPER_T3[h]["scaled"]) if h in PAPER_T3 else "-",
                 err(sel(h)), err(sel(h, "scaled")),
                 err(paper_sel(h, "scaled")) if h in (1, 2, 4) else "-"]
                for h in HEADS]) +
@@ -569,11 +275,11 @@ def _t1(runs, err) -> str:
           + render.md_table(
               ["block", *[f"paper {m}" for m in modes],
                *[f"ours {m}" for m in modes]],
-              [[LABEL[b], *[_paper(PAPER_T1[b][m]) for m in modes],
+              [[LABEL[b], *[paper_cell(PAPER_T1[b][m]) for m in modes],
                 *[err(sel(4, b, m)) for m in modes]]
                for b in ("softmax", "scaled")] +
               [[f"{LABEL[b]}, 1 head, {INITS[PAPER_INIT[b]]}",
-                *[_paper(PAPER_T1[b][m]) for m in modes],
+                *[paper_cell(PAPER_T1[b][m]) for m in modes],
                 *[err(paper_sel(1, b, m)) for m in modes]]
                for b in ("softmax", "scaled")]))
 
@@ -589,12 +295,12 @@ def _t2(runs, err) -> str:
               ["block", *[f"paper {v}" for v in INITS.values()],
                *[f"ours {v}" for v in INITS.values()], f"ours He, {ep} epoch",
                f"ours sigma 0.01, {ep} epoch"],
-              [[LABEL[b], *[_paper(PAPER_T2[b][i]) for i in INITS],
+              [[LABEL[b], *[paper_cell(PAPER_T2[b][i]) for i in INITS],
                 *[err(sel(4, b, init=i)) for i in INITS],
                 err(sel(4, b, init="he", part=FOCUS)),
                 err(sel(4, b, part=FOCUS))] for b in ("softmax", "scaled")] +
               [[f"{LABEL[b]}, 1 head",
-                *[_paper(PAPER_T2[b][i]) for i in INITS],
+                *[paper_cell(PAPER_T2[b][i]) for i in INITS],
                 *[err(paper_sel(1, b, init=i)) for i in INITS], "-", "-"]
                for b in ("softmax", "scaled")]))
 

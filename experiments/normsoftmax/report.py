@@ -1,14 +1,17 @@
-r"""The NormSoftmax study (Jiang et al. 2023): claims and sections.
+r"""The NormSoftmax study (Jiang et al. 2023): sections, plots and prose.
 
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax   # export + report
   python experiments/normsoftmax/report.py --from-csv experiments/normsoftmax/runs.csv
 
+``claims.py`` holds the paper's claims as data (constants, metrics,
+selections, budget requirements, ``CLAIMS``); this module renders them.
 ``STUDY`` declares the parts (``sweep.py``: ``attention``, ``loss``,
 ``loss_softmax``, ``loss_logitnorm``; focus ``attention_1200``: softmax /
 NSM-sqrt(d) / NSM-inf at ``FOCUS_STEPS``, and ``loss_2ep`` /
-``loss_softmax_2ep``), every claim (Fig. 3a acceleration, Fig. 3b
-ablations, Tables 1, 4 and 5, Figs. 2 and 4) with the budget each needs,
-and the sections; ``softattn.studies.claims.RULE`` judges them. The paper
+``loss_softmax_2ep``), the claims (Fig. 3a acceleration, Fig. 3b
+ablations, Tables 1, 4 and 5, Figs. 2 and 4, each with the budget it
+needs), the per-run values and the sections;
+``softattn.studies.claims.RULE`` judges the claims. The paper
 says NSM's ordering changes with training length, so end points are gated
 (experiments/README.md): end-of-training claims (Tables 1, 5; "about equal
 at 100 epochs"; nsm-sqrtd overtaking nsm-inf) need a tenth of the paper's
@@ -33,20 +36,23 @@ import numpy as np
 
 from softattn import studies
 from softattn.studies import plots, render
-from softattn.studies.claims import (ACCURACY, Claim, Metric, Requirement,
-                                     paper_fraction, unavailable)
+from softattn.studies.claims import ACCURACY, Metric
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
-study = studies.load_module(os.path.join(HERE, "sweep.py"))
-SM, SQ, INF = study.SM, study.NSM_SQRT, study.NSM_INF
-FOCUS = "attention_1200"
-BUDGETS = (50, 100, 200)
-# The focus parts' budgets: declared here once (selections and the focus
-# args use them); prose and claim texts read the run facts from runs.csv.
-FOCUS_STEPS = 1200
-LOSS_2EP_STEPS = 1875
+claims = studies.load_module(os.path.join(HERE, "claims.py"))
+SM, SQ, INF = claims.SM, claims.SQ, claims.INF
+FOCUS, FOCUS_STEPS, BUDGETS = claims.FOCUS, claims.FOCUS_STEPS, claims.BUDGETS
+LOSS_LONG, LOSS_2EP_STEPS = claims.LOSS_LONG, claims.LOSS_2EP_STEPS
+PAPER_T1, PAPER_NO_WD = claims.PAPER_T1, claims.PAPER_NO_WD
+PAPER_T5, PAPER_LOSS = claims.PAPER_T5, claims.PAPER_LOSS
+STD_GROWTH, STD_FALL = claims.STD_GROWTH, claims.STD_FALL
+ENTROPY_RANGE, ENTROPY_END = claims.ENTROPY_RANGE, claims.ENTROPY_END
+STEP_MS = claims.STEP_MS
+sel, long, lsel = claims.sel, claims.long, claims.lsel
+CLAIMS, SHORT_LOSS_CLAIMS = claims.CLAIMS, claims.SHORT_LOSS_CLAIMS
+
 SHORT = {SM: "sm", SQ: "nsm-sqrtd", INF: "nsm-inf",
          "normsoftmax_learnable": "f1 (learnable w)",
          "normsoftmax_inverse(gamma=sqrt_d)": "f2, gamma=sqrt(d)",
@@ -54,319 +60,6 @@ SHORT = {SM: "sm", SQ: "nsm-sqrtd", INF: "nsm-inf",
          "normsoftmax(gamma=0.5*sqrt_d)": "nsm-sqrt(d)/2",
          "normsoftmax(gamma=2*sqrt_d)": "nsm-2sqrt(d)",
          "logitnorm": "logitnorm (tau=n^-1/2)"}
-# Jiang et al. 2023, ViT on CIFAR-10, 100 epochs (Table 1, Fig. 3b).
-PAPER_T1 = {SM: 87.96, "normsoftmax_learnable": 87.97,
-            "normsoftmax_inverse(gamma=sqrt_d)": 86.99,
-            "normsoftmax(gamma=1)": 81.04,
-            "normsoftmax(gamma=0.5*sqrt_d)": 87.16, SQ: 88.13,
-            "normsoftmax(gamma=2*sqrt_d)": 88.21, INF: 88.01,
-            "logitnorm": 87.72}
-PAPER_NO_WD = {SM: 84.15, INF: 87.46}
-# Table 5 (Appendix C.2), ViT on CIFAR-10, 100 epochs: softmax's scaling
-# factor and NSM's gamma, paired column by column as the paper pairs them
-# (NSM-inf has no softmax partner).
-PAPER_T5 = (("1", 80.98, "1", 81.04),
-            ("2 d^-1/2", 86.38, "sqrt(d)/2", 87.16),
-            ("d^-1/2", 87.96, "sqrt(d)", 88.13),
-            ("d^-1/2 / 2", 87.97, "2 sqrt(d)", 88.21),
-            ("d^-1", 86.98, "d", 87.10),
-            (None, None, "inf", 88.01))
-# Table 4, ResNet-50 ImageNet, epochs 20/45/90/180.
-PAPER_LOSS = {"sm": (69.18, 74.71, 76.26, 76.88),
-              "nsm-1": (70.18, 74.83, 76.41, 76.91),
-              "nsm-inf": (71.42, 75.32, 76.64, 77.17),
-              "lognorm": (69.70, 74.79, 76.42, 76.92)}
-
-END = paper_fraction(0.1, 100, "the paper compares end points after 100 "
-                     "epochs")
-ENTROPY_RANGE = Metric("attention entropy max - min (nats)",
-                       "value/entropy_range", digits=3)
-STD_GROWTH = Metric("softmax-input std, end / first log", "value/std_growth",
-                    digits=2)
-STD_FALL = Metric("softmax-input std, peak / end", "value/std_fall",
-                  digits=2)
-ENTROPY_END = Metric("attention entropy at the last log (nats)",
-                     "value/entropy_end", digits=3)
-STD_DEPTH_ORDER = Metric("have layer 2..L std decreasing with depth",
-                         "value/std_depth_order")
-STEP_MS = Metric("train step ms", "value/step_ms", digits=1)
-
-
-def sel(norm, steps=200, part="attention", wd=0.1):
-  return {"part": part, "model.normalizer": norm, "total_steps": steps,
-          "optimizer.weight_decay": wd}
-
-
-def long(norm):
-  """The focus runs: our longest budget (``attention_1200``)."""
-  return sel(norm, FOCUS_STEPS, FOCUS)
-
-
-# Measured on the runs with the decay (the no-decay runs shrink nothing).
-DECAY = Requirement("weight decay must act on the run: shrink the weights "
-                    "by 10 % over it (the paper: 100 epochs)",
-                    "value/decay_shrink", 0.10, on=sel(SM))
-
-
-# Table 4's short training at a tenth of its 20 epochs (focus parts).
-LOSS_LONG = {"loss": "loss_2ep", "loss_softmax": "loss_softmax_2ep"}
-SHORT_LOSS = paper_fraction(0.1, 20, "Table 4's short training is 20 "
-                            "epochs")
-
-
-def lsel(label, long_=False):
-  """A Table 4 row; ``long_``: its 2-epoch run (nsm-inf and sm only)."""
-  part = lambda p: LOSS_LONG[p] if long_ else p
-  if label == "sm":
-    return {"part": part("loss_softmax")}
-  if label == "lognorm":
-    return {"part": "loss_logitnorm"}
-  return {"part": part("loss"), "loss.gamma": 1.0 if label == "nsm-1" else
-          float("inf")}
-
-
-# Table 5's softmax side sweeps the score scale: no such runs here.
-T5_SM_RUNS = unavailable(
-    "not run here (CPU budget): the softmax scaling-factor runs (a "
-    "`model.attention_scale` sweep) are not declared in the reduced sweep, "
-    "and Table 5 ranks end points after 100 epochs, below the budget here "
-    "(as Table 1)")
-STD_FALL_TARGET = 1.1
-
-
-def _t5_values(col: int, best: tuple[int, ...]) -> str:
-  """"87.96 / 87.97 vs 80.98 / ...": Table 5's best entries of column
-  ``col`` (1: softmax, 3: NSM) against the others."""
-  vals = [(i, r[col]) for i, r in enumerate(PAPER_T5) if r[col] is not None]
-  fmt = lambda xs: " / ".join(f"{x:.2f}" for _, x in xs)
-  return (fmt([v for v in vals if v[0] in best]) + " vs " +
-          fmt([v for v in vals if v[0] not in best]))
-
-
-def _claims() -> list[Claim]:
-  v = lambda n: sel(n)
-  c = [
-      Claim("accel.inf_gt_sm.50", "at the shortest budget nsm-inf > sm",
-            "Fig. 3a", "NSM ahead at short budgets",
-            ACCURACY, sel(INF, 50), sel(SM, 50), ">", section="accel"),
-      Claim("accel.inf_gt_sqrt.50", "at the shortest budget nsm-inf > "
-            "nsm-sqrtd (larger gamma, more acceleration)", "Fig. 3a",
-            "figure", ACCURACY, sel(INF, 50), sel(SQ, 50), ">",
-            section="accel"),
-      Claim(f"accel.inf_gt_sm.{FOCUS_STEPS}", "at our longest budget "
-            f"(`{FOCUS}`) nsm-inf > sm", "Fig. 3a",
-            "NSM ahead at short budgets", ACCURACY, long(INF), long(SM), ">",
-            section="accel"),
-      # The text says "NormSoftmax" ahead at few epochs: NSM-sqrt(d) too.
-      Claim("accel.sqrt_gt_sm.50", "at the shortest budget nsm-sqrtd > sm",
-            "Fig. 3a text", "\"NormSoftmax can achieve a better test "
-            "accuracy\" when epochs are few", ACCURACY, sel(SQ, 50),
-            sel(SM, 50), ">", section="accel"),
-      Claim(f"accel.sqrt_gt_sm.{FOCUS_STEPS}", "at our longest budget "
-            f"(`{FOCUS}`) nsm-sqrtd > sm", "Fig. 3a text",
-            "\"NormSoftmax can achieve a better test accuracy\" when "
-            "epochs are few", ACCURACY, long(SQ), long(SM), ">",
-            section="accel"),
-      Claim("accel.lead_shrinks", "NSM's lead shrinks with training "
-            f"(nsm-inf - sm at `{FOCUS}` < at the shortest budget)",
-            "Fig. 3a", "lead gone by 100 epochs", ACCURACY, terms=(
-                (1, long(INF)), (-1, long(SM)),
-                (-1, sel(INF, 50)), (1, sel(SM, 50))), relation="<",
-            section="accel"),
-      # End-of-training claims are held against our longest runs.
-      Claim("accel.sqrt_gt_inf.long", "with more iterations nsm-sqrtd "
-            "overtakes nsm-inf (the normalization impedes late training)",
-            "Fig. 3a", "text: nsm-inf \"exceeded by nsm-sqrtd\"", ACCURACY,
-            long(SQ), long(INF), ">", min_budget=(END,), section="accel"),
-      Claim("end.sqrt_equal", "after full training nsm-sqrtd ~ sm (±1 "
-            "point)", "Fig. 3a text, Table 1", "88.13 vs 87.96", ACCURACY, long(SQ),
-            long(SM), "~", margin=1.0, min_budget=(END,), section="accel"),
-      Claim("end.inf_equal", "after full training nsm-inf ~ sm (±1 point)",
-            "Fig. 3a text, Table 1", "88.01 vs 87.96", ACCURACY, long(INF), long(SM), "~",
-            margin=1.0, min_budget=(END,), section="accel"),
-      Claim("wd.costs_sm_more", "removing weight decay costs sm more than "
-            "nsm-inf", "Fig. 3b", "-3.81 vs -0.55", ACCURACY, terms=(
-                (1, sel(SM)), (-1, sel(SM, wd=0.0)), (-1, sel(INF)),
-                (1, sel(INF, wd=0.0))), relation=">",
-            min_budget=(DECAY,), section="wd"),
-      Claim("wd.inf_gt_sm", "without weight decay nsm-inf > sm", "Fig. 3b",
-            "87.46 vs 84.15", ACCURACY, sel(INF, wd=0.0), sel(SM, wd=0.0),
-            ">", min_budget=(DECAY,), section="wd"),
-      Claim("t1.nsm1_worse", "nsm-1 is much worse than sm", "Table 1",
-            "81.04 vs 87.96", ACCURACY, v("normsoftmax(gamma=1)"), v(SM),
-            "<", min_budget=(END,), section="t1"),
-      Claim("t1.f2_worse", "f2 (inverse clipping) is worse than nsm-sqrtd",
-            "Table 1", "86.99 vs 88.13", ACCURACY,
-            v("normsoftmax_inverse(gamma=sqrt_d)"), v(SQ), "<",
-            min_budget=(END,), section="t1"),
-      Claim("t1.2sqrt_equal", "nsm-2sqrt(d) ~ nsm-sqrt(d) (±1 point)",
-            "Table 1", "88.21 vs 88.13", ACCURACY,
-            v("normsoftmax(gamma=2*sqrt_d)"), v(SQ), "~", margin=1.0,
-            min_budget=(END,), section="t1"),
-      Claim("t1.logitnorm_worse", "logitnorm (no mean shift) is worse than "
-            "nsm-inf", "Table 1", "87.72 vs 88.01", ACCURACY, v("logitnorm"),
-            v(INF), "<", min_budget=(END,), section="t1"),
-      Claim("t1.f1_equal", "f1's learnable w is not needed: f1 ~ nsm-inf "
-            "(f1 without w; ±1 point)", "Table 1", "87.97 vs 88.01",
-            ACCURACY, v("normsoftmax_learnable"), v(INF), "~", margin=1.0,
-            min_budget=(END,), section="t1"),
-      Claim("t1.half_sqrt_worse", "gamma = sqrt(d)/2 is too small: "
-            "nsm-sqrt(d)/2 < nsm-sqrtd", "Table 1", "87.16 vs 88.13",
-            ACCURACY, v("normsoftmax(gamma=0.5*sqrt_d)"), v(SQ), "<",
-            min_budget=(END,), section="t1"),
-      Claim("t1.logitnorm_below_sm", "logitnorm is even worse than the "
-            "softmax baseline", "Table 1 text", "87.72 vs 87.96", ACCURACY,
-            v("logitnorm"), v(SM), "<", min_budget=(END,), section="t1"),
-      Claim("t5.sm_best_scale", "softmax is best at scaling factor "
-            "d^-1/2 or d^-1/2 / 2", "Table 5", _t5_values(1, (2, 3)), None,
-            min_budget=(T5_SM_RUNS,), section="t1"),
-      Claim("t5.nsm_beats_sm", "at each matching pair of scaling factor "
-            "and gamma, NSM beats softmax", "Table 5",
-            " / ".join(f"{r[3]:.2f} vs {r[1]:.2f}" for r in PAPER_T5
-                       if r[1] is not None), None,
-            min_budget=(T5_SM_RUNS,), section="t1"),
-      Claim("t5.nsm_best_gamma", "NSM is best at gamma sqrt(d) .. "
-            "2 sqrt(d)", "Table 5", _t5_values(3, (2, 3)), None,
-            min_budget=(unavailable(
-                "a ranking over six gammas at the paper's 100 epochs: our "
-                "gamma runs (Table 1's variants) are below that "
-                "end-of-training budget (see the t1 claims), gamma = d is "
-                "not run here (CPU budget), and a best-of-six is not a "
-                "two-setting comparison the rule judges"),), section="t1"),
-      # NSM's ordering changes with training length, so short-training
-      # claims too need a tenth of Table 4's shortest (20-epoch) schedule:
-      # the `loss` parts are below it, the focus parts carry the verdict.
-      Claim("loss.inf_gt_sm", "short training: nsm-inf loss > softmax loss "
-            "(the `loss` parts' budget)", "Table 4",
-            "71.42 vs 69.18 (20 epochs)", ACCURACY, lsel("nsm-inf"),
-            lsel("sm"), ">", min_budget=(SHORT_LOSS,), section="loss"),
-      Claim("loss.inf_gt_sm.2ep", "short training: nsm-inf loss > "
-            f"softmax loss (`{LOSS_LONG['loss']}`, a tenth of the 20 "
-            "epochs)", "Table 4",
-            "71.42 vs 69.18 (20 epochs)", ACCURACY, lsel("nsm-inf", True),
-            lsel("sm", True), ">", min_budget=(SHORT_LOSS,),
-            section="loss"),
-      Claim("loss.inf_gt_nsm1", "nsm-inf loss > nsm-1 loss (larger gamma, "
-            "faster)", "Table 4", "71.42 vs 70.18 (20 epochs)", ACCURACY,
-            lsel("nsm-inf"), lsel("nsm-1"), ">", min_budget=(SHORT_LOSS,),
-            section="loss"),
-      Claim("loss.long_equal", "with long training nsm-inf loss ~ softmax "
-            "loss (±1 point)", "Table 4", "77.17 vs 76.88 (180 epochs)",
-            ACCURACY, lsel("nsm-inf"), lsel("sm"), "~", margin=1.0,
-            min_budget=(paper_fraction(0.1, 180, "Table 4's end point is "
-                                       "after 180 epochs"),), section="loss"),
-      Claim("loss.gt_logitnorm", "nsm-inf loss > LogitNorm loss (the mean "
-            "shift matters)", "Table 4", "71.42 vs 69.70 (20 epochs)",
-            ACCURACY, lsel("nsm-inf"), lsel("lognorm"), ">",
-            min_budget=(SHORT_LOSS,), section="loss"),
-      Claim("fig2a.std_rises", "softmax's input std rises at the start of "
-            "training (end / first log > 1)", "Fig. 2a",
-            "\"increases rapidly at the initial stage\"", STD_GROWTH,
-            long(SM), relation=">", target=1.0, section="diag"),
-      # peak / end is >= 1 by construction (the peak includes the end), and
-      # log-to-log noise alone lifts it: our 200-step softmax runs, whose
-      # std only rises, give ~1.04. A fall needs a margin above that: 10 %.
-      Claim("fig2a.std_falls", "then falls over the rest of training (peak "
-            f"/ end > {STD_FALL_TARGET:g}: a 10 % fall, above the noise "
-            "floor of a ratio that is >= 1 by construction)", "Fig. 2a",
-            "\"decreases gradually\"", STD_FALL, long(SM), relation=">",
-            target=STD_FALL_TARGET, min_budget=(END,), section="diag"),
-      Claim("fig2a.layer_order", "except the first layer, lower layers have "
-            "a higher softmax-input std than deeper ones (softmax ViT)",
-            "Fig. 2a text", "figure", STD_DEPTH_ORDER, long(SM),
-            relation="all", section="diag"),
-      # The paper ties the steadier entropy to initial training (sec. 4.1),
-      # so our early-training runs can test it; the range grows with the
-      # budget, so the claim is held against the longest runs.
-      Claim("fig4.entropy_steadier", "NSM-inf's attention entropy "
-            "fluctuates less than softmax's (range over our runs: early "
-            "training)", "Fig. 4, sec. 4.1", "figure", ENTROPY_RANGE,
-            long(INF), long(SM), "<", section="diag"),
-      Claim("fig4.sqrt_between.sm", "nsm-sqrtd interpolates: its entropy "
-            "range is below softmax's", "Fig. 4 text", "figure",
-            ENTROPY_RANGE, long(SQ), long(SM), "<", section="diag"),
-      Claim("fig4.sqrt_between.inf", "... and above nsm-inf's", "Fig. 4 "
-            "text", "figure", ENTROPY_RANGE, long(SQ), long(INF), ">",
-            section="diag"),
-      # Fig. 4's caption says NSM "reduces the information entropy"; its
-      # text says the baseline's large input std "induces small information
-      # entropy" while NSM-inf's stays level. The two read in opposite
-      # directions; the claim follows the text, which describes the curves.
-      Claim("fig4.baseline_lower", "after the early phase the softmax "
-            "baseline's attention entropy is below NSM-inf's (entropy at "
-            "the end of the run)", "Fig. 4 text (the caption reads the "
-            "other way)", "\"large standard deviation ... induces small "
-            "information entropy\"", ENTROPY_END, long(INF), long(SM), ">",
-            section="diag"),
-      Claim("fig4.caption_nsm_lower", "NSM reduces the attention entropy: "
-            "NSM-inf's entropy at the end of the run is below softmax's",
-            "Fig. 4 caption (the text reads the other way)",
-            "\"NormSoftmax reduces the information entropy of softmax "
-            "output\"", ENTROPY_END, long(INF), long(SM), "<",
-            section="diag"),
-      Claim("appD.overhead", "NormSoftmax adds 0.2-1 % to a Transformer's "
-            "step time", "Appendix D", "0.2-1 %", None,
-            min_budget=(unavailable(
-                "the paper's figure is GPU execution time of a full-size "
-                "ViT; ours would be CPU time of a 64-wide ViT with two runs "
-                "sharing 2 cores, whose step-time noise exceeds 1 % (the "
-                "measured step times are in the table above, no verdict)"),),
-            section="diag"),
-      Claim("fig3cd.depth_width", "NSM is more robust at large depth and "
-            "width", "Figs. 3c/3d", "figure", None, min_budget=(unavailable(
-                "too costly on 2 CPU cores; `model.depth` / `model.width` "
-                "are the fields to sweep at full scale"),)),
-      Claim("fig2b.resnet1202", "the logits' softmax input std leaps early "
-            "in a ResNet-1202", "Fig. 2b", "0.14 -> 1.31 at epoch 15", None,
-            min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
-                                    "offline / too costly"),)),
-      Claim("intro.heads_robust", "NSM is more robust to the number of "
-            "heads (ViT-B, CIFAR-10)", "Sec. 1", "+4.63 % on average",
-            None, min_budget=(unavailable(
-                "not run here (CPU budget): a head-count sweep of ViT-B on "
-                "CIFAR-10; `model.num_heads` is the field to sweep at full "
-                "scale"),)),
-      Claim("fig3b.optim_ablations", "without warmup, or with SGDM "
-            "instead of AdamW, softmax loses more accuracy than NSM (the "
-            "optimization-related techniques)", "Fig. 3b text",
-            "figure; softmax \"more sensitive to the training techniques "
-            "that are related to optimization\"", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): the reduced sweep ablates "
-                "weight decay only; warmup and SGDM ablations are not "
-                "declared"),)),
-      Claim("fig3b.augment_alike", "without strong data augmentation "
-            "softmax and NSM drop alike (~)", "Fig. 3b text",
-            "\"the same robustness against the training recipe for data "
-            "augmentation\"", None, min_budget=(unavailable(
-                "not run here: the reduced sweep ablates weight decay only, "
-                "and the reduced setting has no strong augmentation to "
-                "remove"),)),
-      Claim("fig6.resnet1202_accuracy", "NSM trains a ResNet-1202 faster "
-            "and to a better accuracy", "Fig. 6", "figure", None,
-            min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
-                                    "offline / too costly"),)),
-      Claim("fig7.tau", "tau = 1 is best for both NSM-inf and NSM-sqrtd; "
-            "below 1 NSM-inf is more stable, above 1 NSM-sqrtd is better",
-            "Fig. 7", "figure", None, min_budget=(unavailable(
-                "not run here (CPU budget): a tau sweep at the paper's 100 "
-                "epochs; `normsoftmax(tau=...)` is the spec to sweep"),)),
-      Claim("t2.vit_imagenet", "ViTs on ImageNet: NSM ahead with few "
-            "epochs, similar at 300", "Table 2", "3 ViT variants by epochs",
-            None,
-            min_budget=(unavailable("ViTs trained on ImageNet-1K for up "
-                                    "to 300 epochs: not available offline, "
-                                    "too costly on 2 CPU cores"),)),
-      Claim("t3.translation", "NSM also accelerates machine translation "
-            "(BLEU)", "Table 3", "WMT en-de, IWSLT de-en, en-vi", None,
-            min_budget=(unavailable("machine translation is outside this "
-                                    "image-classification codebase (no "
-                                    "text data or seq2seq model)"),)),
-  ]
-  return c
-
-
-CLAIMS = _claims()
 
 
 def decay_shrink(run) -> float | None:
@@ -658,9 +351,6 @@ _READING = {
     studies.CONTRADICTED: "the opposite of the paper's R50 result",
     studies.INCONCLUSIVE: "not settled at this budget",
     studies.NOT_TESTABLE: "not testable here"}
-
-
-SHORT_LOSS_CLAIMS = ("loss.inf_gt_sm", "loss.inf_gt_nsm1", "loss.gt_logitnorm")
 
 
 def regime(runs, verdicts):
