@@ -368,9 +368,9 @@ def test_periodic_from_csv(tmp_path):
     run.series[f"train/diag/a/score_q{q}"] = [[1, x], [2, 3 * x]]
     run.series[f"train/diag/b/score_q{q}"] = [[1, 0.0]]
   assert study_mod.score_tail_ratio(run) == pytest.approx(
-      study_mod.NORMAL_TAIL, rel=1e-4)
+      study_mod.claims.NORMAL_TAIL, rel=1e-4)
   run.series["train/diag/a/score_q99"] = [[1, 4.0], [2, 12.0]]
-  assert study_mod.score_tail_ratio(run) > study_mod.NORMAL_TAIL + 0.5
+  assert study_mod.score_tail_ratio(run) > study_mod.claims.NORMAL_TAIL + 0.5
   # The frame share is not the paper's object boundary: no verdict.
   assert v["fig7.boundary"].word == studies.NOT_TESTABLE
   assert "object/content boundary" in v["fig7.boundary"].reason

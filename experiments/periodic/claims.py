@@ -1,0 +1,257 @@
+r"""The periodic-softmax study's claims as data (Wang et al. 2021).
+
+The paper's constants with their refs (Table 2: CIFAR-100 accuracy % per
+normalizer and depth), the parts the claims are judged on (``main``, the
+``depth4_long`` focus part, the 1-epoch ``breakdown_1ep`` part), the metrics
+the claims read (break-down, gradient saturation, local gradient, input
+tail ratio, border share of attention), the requirement that a break-down
+needs "the early stages" of 50 epochs (``EARLY_STAGES``), the selection
+``sel`` (a setting of ``sweep.py``'s runs by part), and ``CLAIMS``: every
+claim of the paper (Table 2 per depth and Sec. 4's pre-normalization text;
+the depth trend; break-downs; gradient saturation and Fig. 2's input
+distribution; Fig. 7's attention maps; Table 1 / Sec. 3 / Fig. 4's
+properties of the formulas, declared not testable by training) with its
+relation and budget. The rule that judges them is
+``softattn.studies.claims.RULE``; ``report.py`` renders them (probes,
+sections of RESULTS.md, ``STUDY``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from softattn import studies
+from softattn.studies.claims import (ACCURACY, Claim, Metric,
+                                     paper_fraction, unavailable)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+study = studies.load_module(os.path.join(HERE, "sweep.py"))
+DEPTHS = (1, 2, 4)
+FOCUS = "depth4_long"
+FOCUS_STEPS = 1500
+# One epoch of Fashion-MNIST at batch 64 (60000 / 64 = 937.5 steps).
+BD_PART, BD_STEPS = "breakdown_1ep", 938
+SM, SIN, SIN2 = "softmax", "sin_softmax", "sin2_max_shifted"
+pre = study.prenorm
+
+# Wang et al. 2021, Table 2: CIFAR-100 accuracy %, depth 1/2/4/8; None = the
+# run broke down.
+PAPER = {
+    SM: (52.67, 58.21, 67.01, 81.12),
+    pre(SM): (53.80, 59.57, 68.75, 82.31),
+    SIN2: (53.90, 60.37, 71.48, 84.81),
+    pre(SIN2): (53.16, 59.84, 72.38, 83.20),
+    SIN: (54.64, 60.40, 72.39, 85.14),
+    pre(SIN): (54.27, 60.18, 72.84, 84.63),
+    "siren_max": None,
+    pre("siren_max"): (55.19, 59.62, 73.25, 84.70),
+}
+PAPER_DEPTHS = (1, 2, 4, 8)
+# The pooled depth trend's set: Table 2's normalizers but the siren pair
+# (plain siren_max breaks down in the paper, so it has no trend there).
+TREND = [n for n in PAPER if "siren" not in n]
+
+BROKE = Metric("broke down", "value/broke_down")
+# "Breaks down in the early stages" of 50 epochs: whether a normalizer
+# breaks down (or trains stably) needs at least the first of those epochs;
+# a run that ends earlier can neither show nor rule out a break-down.
+EARLY_STAGES = paper_fraction(1 / 50, 50, "a break-down in \"the early "
+                              "stages\" of 50 epochs (or its absence)")
+SATURATED = Metric("saturated fraction", "value/grad_saturation", digits=4)
+LGRAD = Metric("median n|dw/ds|", "value/lgrad_q50", digits=4)
+# (q99 - q01) / (q90 - q10) of a normal distribution: 2 z(0.99) / 2 z(0.9).
+NORMAL_TAIL = 2.3263 / 1.2816
+TAIL = Metric("input tail ratio (q99 - q01) / (q90 - q10)",
+              "value/score_tail_ratio", digits=3)
+BORDER = Metric("attention share on border tokens", "value/border_share",
+                digits=3)
+
+
+def sel(norm, depth=None, part="main"):
+  out = {"part": part, "model.normalizer": norm}
+  if depth is not None:
+    out["model.depth"] = depth
+  return out
+
+
+def _paper_at(norm, depth):
+  p = PAPER.get(norm)
+  return "breaks down" if p is None else f"{p[PAPER_DEPTHS.index(depth)]}"
+
+
+def paper_mean(depth):
+  return float(np.mean([PAPER[n][PAPER_DEPTHS.index(depth)] for n in TREND]))
+
+
+def _claims() -> list[Claim]:
+  c = []
+  for d in DEPTHS:
+    for n in (SIN2, SIN):
+      c.append(Claim(f"t2.{n}_gt_softmax.d{d}", f"depth {d}: {n} > softmax",
+                     "Table 2", f"{_paper_at(n, d)} vs {_paper_at(SM, d)}",
+                     ACCURACY, sel(n, d), sel(SM, d), ">", section="t2"))
+    c.append(Claim(f"t2.prenorm_softmax_gt.d{d}", f"depth {d}: "
+                   "prenorm(softmax) > softmax", "Table 2",
+                   f"{_paper_at(pre(SM), d)} vs {_paper_at(SM, d)}",
+                   ACCURACY, sel(pre(SM), d), sel(SM, d), ">", section="t2"))
+    # Each depth follows its own Table 2 cell (at depth 4 the norm
+    # versions are ahead); Sec. 4's text reading is the pooled claim below.
+    for n in (SIN, SIN2):
+      rel = "<" if PAPER[pre(n)][PAPER_DEPTHS.index(d)] < \
+          PAPER[n][PAPER_DEPTHS.index(d)] else ">"
+      c.append(Claim(f"t2.prenorm_{n}.d{d}", f"depth {d}: "
+                     f"prenorm({n}) {rel} {n} (Table 2 cell)", "Table 2",
+                     f"{_paper_at(pre(n), d)} vs {_paper_at(n, d)}",
+                     ACCURACY, sel(pre(n), d), sel(n, d), rel,
+                     section="t2"))
+  # Sec. 4: sin2-max-shifted and sin-softmax "cannot get benefits from
+  # pre-normalization ... [their norm versions] decrease slightly": read
+  # once, over all depths, since Table 2's own depth-4 cells disagree.
+  for n in (SIN, SIN2):
+    c.append(Claim(f"t2.prenorm_{n}_lower", f"prenorm({n}) < {n}, all "
+                   "depths paired by depth and seed (Sec. 4 text; Table 2's "
+                   "depth-4 cell runs the other way)", "Sec. 4 text",
+                   "\"cannot get benefits from pre-normalization ... "
+                   "decrease slightly\"", ACCURACY, sel(pre(n)), sel(n), "<",
+                   pair_by=("model.depth", "seed"), section="t2"))
+  for n in (SIN2, SIN):
+    c.append(Claim(f"t2.{n}_gt_softmax.d4_{FOCUS_STEPS}", f"depth 4, "
+                   f"{FOCUS_STEPS} steps: {n} > softmax", "Table 2",
+                   f"{_paper_at(n, 4)} vs {_paper_at(SM, 4)}", ACCURACY,
+                   sel(n, 4, FOCUS), sel(SM, 4, FOCUS), ">", section="t2"))
+  c += [
+      Claim("t2.depth_helps_softmax", "softmax accuracy rises with depth "
+            "(depth 4 > depth 1)", "Table 2", "67.01 vs 52.67", ACCURACY,
+            sel(SM, 4), sel(SM, 1), ">", section="trend"),
+      Claim("t2.depth_helps", "accuracy rises with depth: depth 4 > depth 1, "
+            f"pooled over {', '.join(TREND)}, paired by normalizer and seed",
+            "Table 2", f"{paper_mean(4):.2f} vs {paper_mean(1):.2f} (mean "
+            "of those rows)", ACCURACY,
+            {"part": "main", "model.normalizer": tuple(TREND),
+             "model.depth": 4},
+            {"part": "main", "model.normalizer": tuple(TREND),
+             "model.depth": 1}, ">", pair_by=("model.normalizer", "seed"),
+            section="trend"),
+      Claim("t2.gain_grows_with_depth", "sin_softmax's gain over softmax "
+            "grows with depth (gap at 4 > gap at 1)", "Table 2",
+            "+5.38 vs +1.97", ACCURACY, terms=(
+                (1, sel(SIN, 4)), (-1, sel(SM, 4)), (-1, sel(SIN, 1)),
+                (1, sel(SM, 1))), relation=">", section="trend"),
+      # One claim per normalizer: pooled, two that never break and one
+      # that always does would read as "mixed".
+      *[Claim(f"bd.early_breakdown.{n}", f"{n} breaks down (depth 1, "
+              f"`{BD_PART}`)", "Table 2 caption", "\"breaks down in the "
+              "early stages\"", BROKE, sel(n, part=BD_PART),
+              relation="all", min_budget=(EARLY_STAGES,),
+              section="bd")
+        for n in study.BREAKDOWN],
+      # Sec. 4: cos_max's and sin_max_constant's drawbacks "cannot be
+      # optimized by pre-normalization": their norm versions break down too
+      # (Table 2 omits them).
+      *[Claim(f"bd.prenorm_still_breaks.{n}", f"{pre(n)} breaks down too "
+              "(`main` only: not run for an epoch here, CPU budget)",
+              "Sec. 4 text", "\"cannot be optimized by pre-normalization\"",
+              BROKE, sel(pre(n)), relation="all", min_budget=(EARLY_STAGES,),
+              section="bd")
+        for n in ("cos_max", "sin_max_constant")],
+      Claim("bd.siren_max", f"siren_max breaks down (depth 1, `{BD_PART}`)",
+            "Table 2", "breaks down", BROKE, sel("siren_max", part=BD_PART),
+            relation="all",
+            min_budget=(EARLY_STAGES,), section="bd"),
+      Claim("bd.prenorm_siren_trains", "prenorm(siren_max) does not break "
+            f"down (depth 1, `{BD_PART}`)", "Table 2", "55.19 .. 84.70",
+            BROKE, sel(pre("siren_max"), part=BD_PART), relation="none",
+            min_budget=(EARLY_STAGES,), section="bd"),
+      Claim("bd.prenorm_siren_performs_well", "prenorm(siren_max) performs "
+            "well: > softmax (all depths, paired by depth and seed)",
+            "Table 2", "55.19/59.62/73.25 vs 52.67/58.21/67.01", ACCURACY,
+            sel(pre("siren_max")), sel(SM), ">",
+            pair_by=("model.depth", "seed"), section="bd"),
+      Claim("bd.prenorm_helps_siren", "pre-normalization helps siren_max: "
+            "prenorm(siren_max) > siren_max (all depths, paired by depth "
+            "and seed)", "Sec. 4 text", "\"helps Siren-max avoid the "
+            "gradient jump points\"", ACCURACY, sel(pre("siren_max")),
+            sel("siren_max"), ">", pair_by=("model.depth", "seed"),
+            section="bd"),
+      Claim("bd.stable", "softmax and sin_softmax do not break down (depth "
+            f"1, `{BD_PART}`)", "Table 2", "no break-down", BROKE,
+            {"part": BD_PART, "model.normalizer": (SM, SIN)}, relation="none",
+            min_budget=(EARLY_STAGES,), section="bd"),
+      Claim("sat.softmax_saturates_more", "softmax saturates more than "
+            "sin_softmax (fraction of local gradients < 1e-3/n)", "Sec. 4, "
+            "Fig. 6", "softmax's gradient vanishes for large inputs",
+            SATURATED, sel(SM), sel(SIN), ">",
+            pair_by=("model.depth", "seed"), section="sat"),
+      # "Most are very small" <=> the median is: below a tenth of a
+      # uniform row's (our threshold, a generous reading of "very small").
+      Claim("sat.softmax_mostly_small", "most of softmax's local gradients "
+            "are very small: median n|dw/ds| < 0.1 (uniform row: 1)",
+            "Sec. 4, Fig. 6", "\"most of the gradient of Softmax are very "
+            "small\"", LGRAD, sel(SM), relation="<", target=0.1,
+            pair_by=("model.depth", "seed"), section="sat"),
+      # Fig. 2 shows the pooled softmax inputs, "not strictly normally
+      # distributed", some "exceed[ing] the expected value range": heavier
+      # tails than a normal's, by a quantile ratio (a moment ratio would
+      # need the raw scores, which the loop does not keep).
+      Claim("fig2.inputs_heavy_tailed", "softmax's inputs have heavier "
+            f"tails than a normal: (q99 - q01) / (q90 - q10) > "
+            f"{NORMAL_TAIL:.3f} (the normal's; our inputs are "
+            "ReLU(q).ReLU(k)/sqrt(d) >= 0, so skewed by construction)",
+            "Fig. 2, Sec. 3",
+            "\"not strictly normally distributed\"", TAIL, sel(SM),
+            relation=">", target=NORMAL_TAIL,
+            pair_by=("model.depth", "seed"), section="sat"),
+      Claim("fig2.inputs_saturate", "part of softmax's inputs falls in its "
+            "saturation area: saturated fraction > 0", "Fig. 2, Sec. 3",
+            "\"always a part of the input stuck in the saturation area\"",
+            SATURATED, sel(SM), relation=">", target=0.0,
+            pair_by=("model.depth", "seed"), section="sat"),
+      Claim("sat.softmax_smaller_gradient", "softmax's typical local "
+            "gradient is smaller than sin_softmax's", "Sec. 3, Fig. 4",
+            "softmax saturates; sin_softmax \"compress[es] the input into "
+            "the well performed region\"", LGRAD,
+            sel(SM), sel(SIN), "<", pair_by=("model.depth", "seed"),
+            section="sat"),
+      # The paper's "boundary" is between object and content; our 4x4
+      # token grid has no object mask, and the frame share in the Fig. 7
+      # section measures a different thing, so it gets no verdict.
+      Claim("fig7.boundary", "softmax attention is trapped on the "
+            "object/content boundary more than sin_softmax's", "Fig. 7",
+            "qualitative maps", BORDER, sel(SM), sel(SIN), ">",
+            pair_by=("model.depth", "seed"), min_budget=(unavailable(
+                "needs the object/content boundary of each image (no masks "
+                "for Fashion-MNIST; 16 tokens of 7x7 pixels); the table "
+                "above measures attention on the image frame instead"),),
+            section="fig7"),
+      *[Claim(cid, text, ref, value, None, min_budget=(unavailable(
+          "a property of the formula (analytic, for given inputs), not a "
+          "training outcome; our runs measure the saturation it predicts "
+          "in the `sat.*` claims"),), section="formula")
+        for cid, text, ref, value in FORMULA],
+      Claim("t2.depth8_cifar100", "the ordering holds at depth 8 on "
+            "CIFAR-100", "Table 2", "85.14 vs 81.12", None,
+            min_budget=(unavailable(
+                "no CIFAR-100 offline and depth 8 too costly on 2 cores; "
+                "`sweep.py:scale=full` declares it"),)),
+  ]
+  return c
+
+
+# Sec. 3's analytic statements about the functions themselves (a few
+# representative ones, not one claim per Table 1 cell).
+FORMULA = [
+    ("tab1.properties", "Table 1: softmax and each periodic alternative "
+     "rated for value/gradient stability, saturation area, zero-region "
+     "gradient and information submergence", "Table 1",
+     "check/cross per function, for standard-normal inputs"),
+    ("sec3.softmax_max_gradient", "softmax's largest local gradient is 0.25",
+     "Sec. 3.1", "\"the max gradient of Softmax is 0.25\""),
+    ("sec3.sin_softmax_ratio", "sin_softmax's largest score is at most e^2 "
+     "times its smallest", "Sec. 3.4", "e^2"),
+    ("fig4.gradients", "cos_max and sin2_max have a bad zero-region "
+     "gradient, siren_max a saturation area and jump points; the others are "
+     "unsaturated and stable", "Fig. 4 caption", "gradient plots"),
+]
+CLAIMS = _claims()
