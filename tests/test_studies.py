@@ -212,6 +212,25 @@ def test_merge_keeps_committed_runs_the_workdir_lacks():
   assert got["b-2"].state == State.NOT_STARTED
 
 
+def test_design_reads_budget_and_seeds_from_the_runs():
+  runs = ([run("a", s, 0.5, epochs=0.32, depth=d)
+           for s in range(3) for d in (1, 2)] +
+          [run("b", s, 0.5, epochs=10.0) for s in range(2)] +
+          [run("b", 2, 0.5, epochs=10.0, skip=False)])
+  for r in runs:
+    r.total_steps = 300 if r.part == "a" else 147
+  R = studies.render
+  assert R.steps(runs, {"part": "a"}) == "300"
+  assert R.steps(runs) == "147/300" and R.steps(runs, {"part": "c"}) == "?"
+  assert R.design(runs, {"part": "a"}) == "300 steps (0.32 epoch) x 3 seeds"
+  # Settings that differ in seeds: the range; one seed: singular.
+  assert R.design(runs, {"part": "b"}, length="epochs") == \
+      "10 epochs x 1-2 seeds"
+  assert R.design(runs, {"part": "b", "skip": False}, length="epochs") == \
+      "10 epochs x 1 seed"
+  assert R.design(runs, {"part": "c"}) == "not declared"
+
+
 def test_stats_match_scipy_and_handle_zero_variance():
   from scipy import stats as sps
   d = [0.5, 1.5, 1.0, 2.0]

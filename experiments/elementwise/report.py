@@ -405,22 +405,8 @@ def sections(runs, verdicts, out):
 
 
 def _design(runs, part, where=None) -> str:
-  """"1 epoch x 2 seeds": the declared length and seeds of a part's runs
-  (``where``: a subset); "2-3 seeds" when its settings differ."""
-  rs = studies.select(runs, {"part": part, **(where or {})})
-  eps = sorted({r.epochs for r in rs if r.epochs})
-  if not rs or not eps:
-    return "not declared"
-  per = {}
-  for r in rs:
-    key = json.dumps({k: v for k, v in r.overrides.items() if k != "seed"},
-                     sort_keys=True, default=repr)
-    per.setdefault(key, set()).add(r.seed)
-  ns = sorted({len(s) for s in per.values()})
-  seeds = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
-  length = " / ".join(f"{e:g}" for e in eps)
-  return (f"{length} epoch{'s' if eps[-1] != 1 else ''} x {seeds} "
-          f"seed{'s' if seeds != '1' else ''}")
+  """"1 epoch x 2 seeds": a part's (or its subset ``where``'s) budget."""
+  return render.design(runs, {"part": part, **(where or {})}, length="epochs")
 
 
 def _ten_epoch_design(runs) -> str:

@@ -206,17 +206,7 @@ def plot_maps(path, runs):
 
 def _design(runs, part) -> str:
   """"300 steps (0.32 epoch) x 3 seeds": a part's budget, from its runs."""
-  rs = studies.select(runs, {"part": part})
-  steps = sorted({r.total_steps for r in rs if r.total_steps})
-  seeds = sorted({len({r.seed for r in studies.select(rs, {
-      NL + "normalizer": r.get(NL + "normalizer"),
-      NL + "heads": r.get(NL + "heads"), NL + "mode": r.get(NL + "mode"),
-      NL + "init": r.get(NL + "init")})}) for r in rs})
-  if not rs:
-    return "not declared"
-  n = "/".join(map(str, seeds))
-  return (f"{'/'.join(map(str, steps))} steps ({render.epoch_range(rs)} "
-          f"epoch) x {n} seed{'s' if seeds != [1] else ''}")
+  return render.design(runs, {"part": part})
 
 
 def _t3(runs, err, f_err) -> str:

@@ -198,17 +198,12 @@ def plot_acceleration(path, runs):
   return plots.save(fig, path)
 
 
-def _steps(runs, where) -> str:
-  """"50/100/200": the budgets (steps) of the runs ``where`` selects."""
-  return "/".join(str(b) for b in sorted({r.total_steps for r in
-                                          studies.select(runs, where)
-                                          if r.total_steps})) or "?"
 
 
 def _budget(runs, where) -> str:
   """"50/100/200 steps x 3 seeds", read from the runs."""
   seeds = {r.seed for r in studies.select(runs, where)}
-  return f"{_steps(runs, where)} steps x {len(seeds)} seeds"
+  return f"{render.steps(runs, where)} steps x {len(seeds)} seeds"
 
 
 def _epochs(runs, part) -> str:
@@ -228,13 +223,13 @@ def _table5() -> str:
 def _accel(runs, f_acc) -> str:
   acc = lambda where: render.cell(runs, where, ACCURACY)
   rows = [[b, *[acc(sel(n, b)) for n in (SM, SQ, INF)]] for b in BUDGETS]
-  rows.append([_steps(runs, {"part": FOCUS}),
+  rows.append([render.steps(runs, {"part": FOCUS}),
                *[acc(long(n)) for n in (SM, SQ, INF)]])
   paper = ", ".join(f"{SHORT[n]} {PAPER_T1[n]}" for n in (SM, SQ, INF))
   return ("## Fig. 3a analog: acceleration (test accuracy % by budget)\n\n"
           f"Paper at 100 epochs: {paper}; NSM ahead at short budgets "
           "(figure only). Our longest budget, "
-          f"{_steps(runs, {'part': FOCUS})} steps (`{FOCUS}`), is "
+          f"{render.steps(runs, {'part': FOCUS})} steps (`{FOCUS}`), is "
           f"{_epochs(runs, FOCUS)} epochs of Fashion-MNIST; the "
           "end-of-training claims are held against it.\n\n" +
           render.md_table(["budget (steps)", "sm", "nsm-sqrtd", "nsm-inf"],
@@ -247,8 +242,8 @@ def _wd(runs) -> str:
   shrink = render.cell(runs, sel(SM), Metric("decay", "value/decay_shrink",
                                              100.0, digits=1))
   return ("## Fig. 3b analog: without weight decay\n\nAdamW's decay shrinks "
-          f"the weights by {shrink} % over our {_steps(runs, sel(SM))}-step "
-          "runs.\n\n" +
+          f"the weights by {shrink} % over our "
+          f"{render.steps(runs, sel(SM))}-step runs.\n\n" +
           render.md_table(["", "paper with wd", "paper no wd", "ours wd 0.1",
                            "ours no wd"],
                           [[SHORT[n], PAPER_T1[n], PAPER_NO_WD[n],
@@ -258,7 +253,7 @@ def _wd(runs) -> str:
 
 def _t1(runs) -> str:
   acc = lambda where: render.cell(runs, where, ACCURACY)
-  return (f"## Tables 1 and 5 analog: variants ({_steps(runs, sel(SM))} "
+  return (f"## Tables 1 and 5 analog: variants ({render.steps(runs, sel(SM))} "
           "steps)\n\n" +
           render.md_table(["variant", "paper (100 epochs)", "ours"],
                           [[SHORT[n], PAPER_T1[n], acc(sel(n))]
@@ -267,7 +262,7 @@ def _t1(runs) -> str:
 
 def _loss(runs) -> str:
   acc = lambda where: render.cell(runs, where, ACCURACY)
-  short = _steps(runs, {"part": "loss"})
+  short = render.steps(runs, {"part": "loss"})
   ep2 = _epochs(runs, LOSS_LONG["loss"])
   return ("## Table 4 analog: NormSoftmax in the cross-entropy loss\n\n"
           "Paper: ResNet-50 on ImageNet, 20/45/90/180 epochs. Ours: "
@@ -293,7 +288,7 @@ def _loss(runs) -> str:
 def _diag(runs, f_std, f_ent) -> str:
   m = lambda where, metric: render.cell(runs, where, metric)
   pairs = ((sel(SM), "attention"), (long(SM), FOCUS))
-  lengths = [(_steps(runs, w), part) for w, part in pairs]
+  lengths = [(render.steps(runs, w), part) for w, part in pairs]
   return ("## Figs. 2a / 4 analog: diagnostics over training\n\nPer "
           "layer, every log step: std of the attention normalizer's input "
           "and entropy of the attention weights, at "
@@ -307,7 +302,7 @@ def _diag(runs, f_std, f_ent) -> str:
           render.md_table(["", "steps", "std end / first", "std peak / end",
                            "entropy max - min", "entropy at end",
                            "step ms"],
-                          [[SHORT[n], _steps(runs, where), m(where,
+                          [[SHORT[n], render.steps(runs, where), m(where,
                                                              STD_GROWTH),
                             m(where, STD_FALL), m(where, ENTROPY_RANGE),
                             m(where, ENTROPY_END), m(where, STEP_MS)]

@@ -334,9 +334,10 @@ def _epochs(runs, part) -> str:
   return render.epoch_range(studies.select(runs, {"part": part}))
 
 
-def _steps(runs, part):
-  return "/".join(str(x) for x in _distinct(runs, lambda r: r.total_steps,
-                                            {"part": part})) or "?"
+
+
+def _steps(runs, part) -> str:
+  return render.steps(runs, {"part": part})
 
 
 def _seeds(runs, norms):

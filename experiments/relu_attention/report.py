@@ -265,9 +265,7 @@ def _by_setting(verdicts, prefix):
 
 def _budget(runs, part):
   """"200 steps": the declared length of a part's runs."""
-  steps = sorted({r.total_steps for r in studies.select(runs, {"part": part})
-                  if r.total_steps})
-  return " / ".join(map(str, steps)) + " steps" if steps else part
+  return f"{render.steps(runs, {'part': part})} steps"
 
 
 def _depths() -> str:

@@ -9,6 +9,7 @@ showed, so that every declared claim appears exactly once.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -61,6 +62,45 @@ def epoch_range(runs: Sequence[Run]) -> str:
     return "?"
   return f"{eps[0]:.2g}" if eps[0] == eps[-1] else \
       f"{eps[0]:.2g}-{eps[-1]:.2g}"
+
+
+def steps(runs: Sequence[Run], where: Mapping[str, Any] | None = None
+          ) -> str:
+  """"50/100/200": the declared steps of the runs ``where`` selects."""
+  rs = runs if where is None else select(runs, where)
+  return "/".join(str(x) for x in sorted({r.total_steps for r in rs
+                                          if r.total_steps})) or "?"
+
+
+def seeds(runs: Sequence[Run]) -> str:
+  """"3", or "2-3" when settings differ: seeds per setting (runs that
+  differ only in the seed)."""
+  per: dict[str, set] = {}
+  for r in runs:
+    key = json.dumps({k: v for k, v in r.overrides.items() if k != "seed"},
+                     sort_keys=True, default=repr)
+    per.setdefault(key, set()).add(r.seed)
+  ns = sorted({len(v) for v in per.values()})
+  return "?" if not ns else f"{ns[0]}" if len(ns) == 1 else \
+      f"{ns[0]}-{ns[-1]}"
+
+
+def design(runs: Sequence[Run], where: Mapping[str, Any],
+           length: str = "steps") -> str:
+  """A part's declared budget, read from its runs: "300 steps (0.32 epoch)
+  x 3 seeds" (``length="steps"``) or "10 epochs x 3 seeds" ("epochs")."""
+  rs = select(runs, where)
+  if not rs:
+    return "not declared"
+  n = seeds(rs)
+  tail = f" x {n} seed{'' if n == '1' else 's'}"
+  if length == "epochs":
+    eps = sorted({r.epochs for r in rs if r.epochs})
+    if not eps:
+      return "not declared"
+    return (" / ".join(f"{e:g}" for e in eps) +
+            f" epoch{'s' if eps[-1] != 1 else ''}" + tail)
+  return f"{steps(rs)} steps ({epoch_range(rs)} epoch)" + tail
 
 
 def estimate(v: Verdict, digits: int = 3) -> str:
