@@ -589,6 +589,8 @@ def test_elementwise_from_csv(tmp_path):
     run.metrics["value/collapsed"] = float(acc < 0.15)
     if ten and skip:
       run.metrics["value/attn_moved"] = 0.5
+      # Removing B's attention branch costs 2 points: it carries accuracy.
+      run.metrics["value/branch_effect"] = 0.02 + 0.001 * run.seed
       run.metrics["value/log10_abs_grad_avg"] = -6.0 - 0.1 * run.seed
     if v == "G":
       run.metrics["value/w_within_band"] = 0.99
@@ -621,6 +623,20 @@ def test_elementwise_from_csv(tmp_path):
   # testable; the 1-epoch ones stay below the end-point budget.
   for m in "BDF":
     assert v[f"sanity.{m}_beats_noattn"].word == studies.CONFIRMED, m
+  assert v["sanity.B_branch_matters"].word == studies.CONFIRMED
+  # An inert branch (removing it costs nothing) leaves the "~ B" claims
+  # equal by construction: not testable, whatever the accuracies.
+  inert = [dataclasses.replace(r, metrics={**r.metrics,
+                                           "value/branch_effect": 0.0})
+           if "value/branch_effect" in r.metrics else r for r in runs]
+  vi = studies.study.verdicts(study, inert)
+  assert vi["sanity.B_branch_matters"].word == studies.CONTRADICTED
+  for cid in ("t1.heads_no_help", "t1.layers_no_help"):
+    assert vi[cid].word == studies.NOT_TESTABLE, cid
+    assert "sanity.B_branch_matters" in vi[cid].reason
+  assert any("not from attention" in n for n in study.regime(inert, vi))
+  assert any("so the attention carries that gain" in n
+             for n in study.regime(runs, v))
   assert v["t1.heads_no_help"].word == studies.CONFIRMED
   assert v["t1.layers_no_help"].word == studies.CONFIRMED
   assert v["t1.E_stable"].word == studies.CONFIRMED
@@ -759,6 +775,20 @@ def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
     v = ew.paper_grad_avg(run, str(wd), n=8)
   assert isinstance(v, float) and np.isfinite(v) and v != 0.0
   assert ew.paper_grad_avg(run, str(tmp_path / "none")) is None
+  # The attention branch removed: conv kernels zero, all else the same.
+  state = studies.restore_checkpoint(str(wd))
+  off = ew.without_branch(state["params"])
+  flat = dict(jax.tree_util.tree_flatten_with_path(state["params"])[0])
+  for path, leaf in jax.tree_util.tree_flatten_with_path(off)[0]:
+    name = jax.tree_util.keystr(path)
+    if name.endswith("['conv']['kernel']"):
+      assert not np.any(leaf) and np.any(flat[path]), name
+    else:
+      np.testing.assert_array_equal(leaf, flat[path], err_msg=name)
+  with tfds.testing.mock_data(num_examples=8):
+    e = ew.branch_effect(run, state, n=8)
+  assert isinstance(e, float) and -1.0 <= e <= 1.0
+  assert ew.branch_effect(run, {"params": {"head": {}}}) is None
 
 
 def test_export_reads_status_fields_and_metrics(tmp_path):

@@ -87,14 +87,26 @@ MOVED = Requirement("the attention weights must have moved from their "
                     "value/attn_moved", 0.10)
 
 
+# Accuracy lost when the attention branch is removed (probes.branch_effect).
+BRANCH = Metric("test accuracy lost with the attention branch removed",
+                "value/branch_effect", 100.0, unit=" points")
+# Below half a point, the "~ B" claims' 1-point margin cannot separate
+# settings whose attention differs.
+BRANCH_MIN = 0.5
+
+
 def needs_attention(*models) -> tuple[Requirement, ...]:
-  """Preconditions of a "~" claim on no-BN models: each must beat the
-  attention-free baseline, else the two sides agree by construction."""
-  return tuple(precondition(
-      f"sanity.{m}_beats_noattn", f"{m} must beat the attention-free "
-      "baseline: without it its attention branch is inert and the two sides "
-      "are both the Dense head on the pixels, equal by construction")
-      for m in models)
+  """Preconditions of a "~" claim on no-BN models: B's attention branch
+  must carry accuracy, and each model must beat the attention-free
+  baseline; else the two sides agree by construction."""
+  return (precondition(
+      "sanity.B_branch_matters", "the attention branch must carry B's "
+      "accuracy: without it, settings that differ only in their attention "
+      "(heads, layers) agree by construction"),) + tuple(precondition(
+          f"sanity.{m}_beats_noattn", f"{m} must beat the attention-free "
+          "baseline: without it its attention branch is inert and the two "
+          "sides are both the Dense head on the pixels, equal by "
+          "construction") for m in models)
 
 
 def sel(label, part="models"):
@@ -135,7 +147,13 @@ def _sanity() -> list[Claim]:
       "attention layer: the Dense head on the pixels; 10 epochs)",
       "none (sanity check; Sec. 3: \"might not come from the attention "
       "layer\")", f"{v}: {PAPER_T1[v][1]}", ACCURACY, sel(v, TEN_EPOCHS[v]),
-      sel(NOATTN, "models_10ep"), ">", section="sanity") for v in "BDF"]
+      sel(NOATTN, "models_10ep"), ">", section="sanity") for v in "BDF"] + [
+          Claim("sanity.B_branch_matters", "B's attention branch carries "
+                "its accuracy: removing it (conv kernels zeroed, biases "
+                f"kept) costs more than {BRANCH_MIN:g} points (10 epochs)",
+                "none (sanity check; Sec. 3: \"might not come from the "
+                "attention layer\")", "-", BRANCH, sel("B", "models_10ep"),
+                relation=">", target=BRANCH_MIN, section="sanity")]
 
 
 # Timings on other hardware are a different setting, not a test: XLA:CPU's
