@@ -27,17 +27,19 @@ def _studies(experiments: str):
     yield name, study, csv_path if os.path.exists(csv_path) else None
 
 
-def summary_rows(experiments: str) -> list:
+def summary_rows(experiments: str, found=None) -> list:
+  """(name, verdicts or None) per study; ``found``: ``_studies``' output,
+  when the caller has loaded the studies already."""
   return [(name, claims.judge_all(study.claims, runs.read_csv(csv_path))
            if csv_path else None)
-          for name, study, csv_path in _studies(experiments)]
+          for name, study, csv_path in found or _studies(experiments)]
 
 
-def write_summary(experiments: str) -> str:
+def write_summary(experiments: str, found=None) -> str:
   readme = os.path.join(experiments, "README.md")
   with open(readme, encoding="utf-8") as f:
     text = f.read()
-  table = render.summary_table(summary_rows(experiments))
+  table = render.summary_table(summary_rows(experiments, found))
   with open(readme, "w", encoding="utf-8") as f:
     f.write(render.replace_summary(text, table))
   return readme
@@ -48,13 +50,14 @@ def main(argv=None) -> int:
   p.add_argument("command", choices=["summary", "regenerate"])
   p.add_argument("--experiments", default="experiments")
   a = p.parse_args(argv)
+  found = list(_studies(a.experiments))   # each report.py loaded once
   if a.command == "regenerate":
-    for name, study, csv_path in _studies(a.experiments):
+    for name, study, csv_path in found:
       if csv_path:
         for f in study_lib.report(study, csv_path,
                                   os.path.join(a.experiments, name)):
           print(f"wrote {f}")
-  print(f"wrote {write_summary(a.experiments)}")
+  print(f"wrote {write_summary(a.experiments, found)}")
   return 0
 
 
