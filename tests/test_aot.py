@@ -1,7 +1,7 @@
 """AOT compilation for a TPU topology on this CPU host (softattn.aot).
 
-The two compile tests need libtpu (``pip install -e '.[tpu-aot]'``, which CI
-installs); the rest is pure Python.
+The two compile tests need libtpu, which the ``test`` extra brings on Linux
+x86_64 (tests/libtpu_required.py); the rest is pure Python.
 """
 
 import jax
@@ -11,6 +11,7 @@ import pytest
 from softattn import topology
 from softattn.aot import datasets, flops, memory, roofline
 from softattn.sweep import declaration
+from tests import libtpu_required
 
 
 def test_matmul_flops_counts_dots_convs_scans_and_the_backward():
@@ -80,9 +81,7 @@ def test_offline_dataset_facts_follow_the_config_splits_and_pp():
 
 
 def _compile(arg):
-  # Skips only where libtpu is absent (no tpu-aot extra, e.g. aarch64 with
-  # no libtpu wheel); .ci/run installs it in both envs, so CI runs these.
-  pytest.importorskip("libtpu", reason="needs the tpu-aot extra")
+  libtpu_required.require_libtpu()
   from softattn import aot  # pylint: disable=g-import-not-at-top
   cfg = declaration.config_from_file("configs/quickstart.py", arg)
   # Dense attention: on TPU `auto` picks the Pallas kernels, which pad the

@@ -24,6 +24,7 @@ import sys
 import pytest
 
 from softattn.pallas.aot import ENV
+from tests import libtpu_required
 
 B, H, L = 8, 12, 4096
 EVERY_CHIP = [dict(d=64, causal=True), dict(d=128, key_mask=True)]
@@ -38,6 +39,7 @@ EXTRA = {
 
 
 def _compile(chip, configs):
+  libtpu_required.require_libtpu()
   env = {**os.environ, **ENV}
   proc = subprocess.run(
       [sys.executable, "-m", "softattn.pallas.aot", "--chip", chip,

@@ -3,6 +3,7 @@
 import pytest
 
 from softattn import topology
+from tests import libtpu_required
 
 
 @pytest.mark.parametrize("name, libtpu_name, chips", [
@@ -68,9 +69,7 @@ def test_chip_table():
 
 
 def test_abstract_devices_from_libtpu():
-  # Skips only where libtpu is absent (no tpu-aot extra, e.g. aarch64 with
-  # no libtpu wheel); .ci/run installs it in both envs, so CI runs these.
-  pytest.importorskip("libtpu", reason="needs the tpu-aot extra")
+  libtpu_required.require_libtpu()
   devices = topology.abstract_devices("v4-32")
   assert len(devices) == 16 and devices[0].platform == "tpu"
   assert "v4" in devices[0].device_kind
