@@ -116,6 +116,12 @@ def tree_shardings(tree: Any, rules, mesh: Mesh) -> Any:
   return jax.tree_util.tree_map_with_path(one, tree)
 
 
+def param_shardings(params: Any, rules, mesh: Mesh) -> Any:
+  """The storage sharding of ``params``: exactly the train state's ``params``
+  entry, whose paths start with ``params/`` (a rule may anchor on it)."""
+  return tree_shardings({"params": params}, rules, mesh)["params"]
+
+
 def without_data_axis(sh: NamedSharding) -> NamedSharding:
   """``sh`` with every ``data`` entry of its spec removed (``model`` kept)."""
   def drop(entry):
@@ -144,17 +150,38 @@ def gather_for_compute(params: Any, rules, mesh: Mesh | None) -> Any:
 
   Only ``data`` is removed: a ``model``-split dim (``tp``, ``fsdp_tp``) stays
   split, so tensor parallelism is untouched. The transpose of an all-gather
-  is a reduce-scatter, so gradients come back ``data``-split and the
-  optimizer state and update stay sharded (no full copy of either). With
+  is a reduce-scatter, once the gradients are constrained back to the
+  storage sharding (``constrain_like_params``): they then come back
+  ``data``-split and the optimizer state and update stay sharded (no full
+  copy of either). With
   ``replicate`` rules or a mesh without a ``data`` axis larger than 1 this is
   a no-op; ``mesh=None`` (unit tests, no mesh) returns ``params`` unchanged.
   """
   if mesh is None or mesh.shape.get("data", 1) == 1:
     return params
-  shardings = tree_shardings(params, rules, mesh)
+  shardings = param_shardings(params, rules, mesh)
   return jax.tree.map(
       lambda p, sh: jax.lax.with_sharding_constraint(p, without_data_axis(sh)),
       params, shardings)
+
+
+def constrain_like_params(tree: Any, rules, mesh: Mesh | None) -> Any:
+  """``tree`` (gradients, updates) constrained to its parameters' storage sharding.
+
+  Call it on the gradients right after ``jax.value_and_grad``. Why: the
+  forward's ``gather_for_compute`` constraint (no ``data`` axis) carries into
+  the backward, so left alone XLA delivers each gradient in that gathered
+  layout: a full all-reduce over ``data`` per tensor, then the finiteness
+  check, the norms and the optimizer's slice on full-size gradients.
+  Constraining them to the storage sharding (``data``-split under ``fsdp``)
+  makes the reduction a reduce-scatter (half the bytes of an all-reduce, and
+  each chip keeps only its shard) and every later op runs on the shard.
+  ``mesh=None`` returns ``tree`` unchanged.
+  """
+  if mesh is None:
+    return tree
+  shardings = param_shardings(tree, rules, mesh)
+  return jax.tree.map(jax.lax.with_sharding_constraint, tree, shardings)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -147,6 +147,9 @@ def train_step(s: Settings, state: State, batch: Batch
   (loss, (logits, new_bs)), grads = jax.value_and_grad(
       functools.partial(loss_fn, s), has_aux=True)(
           state["params"], state["batch_stats"], images, targets, drop_rng)
+  # Reduce-scattered into the parameters' sharding, not all-reduced in full:
+  # the norms, finiteness checks and update below then run on shards.
+  grads = sharding.constrain_like_params(grads, s.sharding_rules, s.mesh)
   updates, opt_state = s.tx.update(grads, state["opt_state"], state["params"])
   params = optax.apply_updates(state["params"], updates)
   new_state = dict(state, step=step + 1, params=params, opt_state=opt_state,
@@ -206,6 +209,7 @@ def diagnostics_step(s: Settings, state: State, batch: Batch
     onehot = jax.nn.one_hot(batch["label"], s.num_classes, dtype=jnp.float32)
     return jnp.mean(s.loss(logits, onehot)), new_vars.get("diagnostics", {})
   grads, diag = jax.grad(loss_diag, has_aux=True)(state["params"])
+  grads = sharding.constrain_like_params(grads, s.sharding_rules, s.mesh)
   out = _flatten_named(diag, "diag")
   out.update(layer_norms(grads, "grad_norm"))
   out.update(layer_norms(state["params"], "param_norm"))

@@ -42,21 +42,39 @@ class Chip:
   libtpu_prefix: str      # how libtpu spells the generation in "v5:2x2x1"
   chip_config_name: str   # "megacore": both cores of a chip form one device
   dims: int               # 2D torus (v5e, v6e) or 3D (v4, v5p)
+  # Bytes per second one chip can send over all its ICI links together (half
+  # the published bidirectional figure): the roofline's communication term.
+  ici_bytes_per_s: float = 0.0
+  # The TPU compiler option that turns off memory-space assignment to VMEM
+  # (the HBM<->VMEM staging copies that XLA's "bytes accessed" counts on top
+  # of the fusions reading the same data). None: the chip has no VMEM
+  # staging (v4: its programs carry no VMEM buffers) or no known switch.
+  vmem_staging_flag: str | None = None
 
 
 _GiB = 2**30
 CHIPS = {
-    # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16, 32 GiB HBM2, 1200 GB/s.
-    "v4": Chip("v4", 275e12, 32 * _GiB, 1200e9, 2, "v4", "megacore", 3),
+    # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16, 32 GiB HBM2, 1200 GB/s;
+    # ICI: "all-reduce bandwidth per Pod 1.1 PB/s" over 4096 chips.
+    "v4": Chip("v4", 275e12, 32 * _GiB, 1200e9, 2, "v4", "megacore", 3,
+               ici_bytes_per_s=1.1e15 / 4096),
     # cloud.google.com/tpu/docs/v5e: 197 TFLOP/s bf16, "16 GB" HBM2 at
-    # 819 GB/s. The capacity is 16 GiB: the TPU compiler allows 15.75 GiB of
-    # it (> 16e9 bytes), the rest is reserved.
-    "v5e": Chip("v5e", 197e12, 16 * _GiB, 819e9, 1, "v5e", "default", 2),
-    # cloud.google.com/tpu/docs/v5p: 459 TFLOP/s bf16, 95 GiB HBM2e, 2765 GB/s.
-    "v5p": Chip("v5p", 459e12, 95 * _GiB, 2765e9, 2, "v5", "megacore", 3),
+    # 819 GB/s, bidirectional ICI 400 GB/s per chip. The capacity is 16 GiB:
+    # the TPU compiler allows 15.75 GiB of it (> 16e9 bytes), the rest is
+    # reserved.
+    "v5e": Chip("v5e", 197e12, 16 * _GiB, 819e9, 1, "v5e", "default", 2,
+                ici_bytes_per_s=200e9,
+                vmem_staging_flag="xla_vf_vmem_memory_space_assignment"),
+    # cloud.google.com/tpu/docs/v5p: 459 TFLOP/s bf16, 95 GiB HBM2e,
+    # 2765 GB/s, bidirectional ICI 1200 GB/s per chip. Its programs stage
+    # through VMEM, but no libtpu option found here turns that off.
+    "v5p": Chip("v5p", 459e12, 95 * _GiB, 2765e9, 2, "v5", "megacore", 3,
+                ici_bytes_per_s=600e9),
     # cloud.google.com/tpu/docs/v6e (Trillium): 918 TFLOP/s bf16, 32 GiB HBM,
-    # 1638 GB/s.
-    "v6e": Chip("v6e", 918e12, 32 * _GiB, 1638e9, 1, "v6e", "default", 2),
+    # 1638 GB/s, bidirectional ICI 800 GB/s per chip.
+    "v6e": Chip("v6e", 918e12, 32 * _GiB, 1638e9, 1, "v6e", "default", 2,
+                ici_bytes_per_s=400e9,
+                vmem_staging_flag="xla_gf_vmem_memory_space_assignment"),
 }
 _ALIASES = {"v5litepod": "v5e", "v5lite": "v5e", "v5": "v5p"}
 

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from softattn import optim, sharding, topology, train
-from softattn.aot import datasets, flops as flops_lib, memory
+from softattn.aot import collectives, datasets, flops as flops_lib, memory
 
 
 @dataclasses.dataclass
@@ -32,6 +32,10 @@ class Program:
   bytes_accessed: float | None = None  # per chip, XLA cost_analysis
   compile_seconds: float = 0.0
   oom: memory.OutOfMemory | None = None
+  # With bound=True (the train program): what the roofline's bound uses.
+  hbm_traffic: float | None = None      # per chip, bytes (see hbm_source)
+  hbm_traffic_source: str = ""
+  traffic: collectives.Traffic | None = None  # ICI, from the optimized HLO
 
 
 @dataclasses.dataclass
@@ -55,8 +59,34 @@ def _cost(compiled) -> tuple[float | None, float | None]:
   return cost.get("flops"), cost.get("bytes accessed")
 
 
-def compile_program(name: str, jitted, *args) -> Program:
-  """Lowers and compiles ``jitted(*args)``; an out-of-memory compile is a result."""
+def hbm_traffic(lowered, compiled, chip: topology.Chip | None,
+                bytes_accessed: float | None) -> tuple[float | None, str]:
+  """Per-chip HBM bytes of a program without the VMEM staging copies.
+
+  XLA's "bytes accessed" counts every op's operands and outputs, including
+  the asynchronous HBM<->VMEM copies that memory-space assignment inserts,
+  and then again the fusions that read the same data from VMEM: staged data
+  is counted about twice. Recompiling with the chip's staging switch off
+  gives the same FLOPs and fusions with each operand read from HBM once.
+  """
+  if "S(1)" not in compiled.as_text():   # no VMEM-resident buffers at all
+    return bytes_accessed, "XLA bytes accessed (no VMEM staging in the program)"
+  if chip is None or not chip.vmem_staging_flag:
+    return bytes_accessed, ("XLA bytes accessed, VMEM staging counted (no "
+                            "switch known for this chip: an overestimate)")
+  off = lowered.compile(compiler_options={chip.vmem_staging_flag: False})
+  return _cost(off)[1], f"XLA bytes accessed, {chip.vmem_staging_flag}=false"
+
+
+def compile_program(name: str, jitted, *args, bound: bool = False,
+                    chip: topology.Chip | None = None,
+                    num_devices: int = 1) -> Program:
+  """Lowers and compiles ``jitted(*args)``; an out-of-memory compile is a result.
+
+  ``bound=True`` also reads the program's ICI traffic from its HLO and its
+  HBM traffic without VMEM staging (a second compile on v5e/v6e), the inputs
+  of the roofline bound.
+  """
   dump = tempfile.mkdtemp(prefix="softattn_aot_")
   t0 = time.perf_counter()
   try:
@@ -76,7 +106,13 @@ def compile_program(name: str, jitted, *args) -> Program:
     if hbm is None:
       hbm, source = memory.memory_analysis_bytes(compiled), "memory_analysis()"
     flops, bytes_accessed = _cost(compiled)
-    return Program(name, True, hbm, source, flops, bytes_accessed, seconds)
+    prog = Program(name, True, hbm, source, flops, bytes_accessed, seconds)
+    if bound:
+      prog.traffic = collectives.traffic(compiled.as_text(), num_devices)
+      prog.hbm_traffic, prog.hbm_traffic_source = hbm_traffic(
+          lowered, compiled, chip, bytes_accessed)
+      prog.compile_seconds = time.perf_counter() - t0
+    return prog
   finally:
     shutil.rmtree(dump, ignore_errors=True)
 
@@ -128,7 +164,8 @@ def compile_config(config, topology_name: str, *, batch: int | None = None,
   out = {}
   for name in programs:
     if name in calls:
-      out[name] = compile_program(name, *calls[name])
+      out[name] = compile_program(name, *calls[name], bound=name == "train",
+                                  chip=topo.chip, num_devices=len(devices))
   # The global (unpartitioned) step: same function, same shapes.
   jaxpr = jax.make_jaxpr(steps.train)(state, train_batch).jaxpr
   num_params = sum(int(x.size) for x in jax.tree.leaves(state["params"]))

@@ -130,10 +130,11 @@ def render(results: list[dict], pending: list[Row] = ()) -> str:
     secs = " / ".join(f"{p[n]['compile_seconds']:.0f} s" for n in PROGRAMS
                       if n in p)
     step = None if e["step_seconds"] is None else e["step_seconds"] * 1e3
+    bound = f" ({e['bound']})" if e.get("bound") else ""
     lines.append(
         f"| {r['label']} | {r['topology']} | {r['batch']} | "
         f"{r['params'] / 1e6:.1f} M | {gib} | "
-        f"{'yes' if e['fits'] else '**no**'} | {_cell(step, '.1f')} ms | "
+        f"{'yes' if e['fits'] else '**no**'} | {_cell(step, '.1f')} ms{bound} | "
         f"{_cell(e['mfu'], '.0%')}{' (HFU)' if r.get('remat') else ''} | "
         f"{_cell(e['images_per_second'], ',.0f')} | "
         f"{_cell(e['days'], '.3g')} | {_cell(e['flops_ratio'], '.3f')} | "
@@ -202,11 +203,16 @@ One config at a time, with the diagnostics program too and any override:
 Each row is the config's train and eval programs compiled by the TPU compiler
 for the slice (`softattn.aot`, `softattn.topology`). **GiB/chip** is XLA's
 buffer assignment in HBM per chip (the compiler's own figure when it ran out
-of memory); **fits** is the compiler's verdict against the chip's HBM. The
-times are a roofline *lower bound* per step: max(XLA's FLOPs per chip / peak
-bf16 FLOP/s, XLA's bytes per chip / HBM bandwidth), with no inter-chip
-communication, so **MFU**, **images/s** and **days** (the config's whole run)
-are best cases. **FLOPs XLA/analytic** compares XLA's count over all chips
+of memory); **fits** is the compiler's verdict against the chip's HBM.
+**step ≥** is a lower bound per step, max(compute, HBM, ICI), and names the
+term that binds (`softattn/aot/roofline.py`): XLA's FLOPs per chip / peak
+bf16 FLOP/s; the program's HBM bytes per chip, from a compile with VMEM
+staging off (XLA's raw "bytes accessed" counts staged data twice; each
+report gives both) / HBM bandwidth; and the bytes each chip sends in its
+all-gathers, reduce-scatters and all-reduces, read from the optimized HLO /
+the chip's ICI bandwidth. Each term assumes peak rates and perfect overlap,
+so **MFU**, **images/s** and **days** (the config's whole run) are best
+cases. **FLOPs XLA/analytic** compares XLA's count over all chips
 with 2 x the multiply-adds of every matmul and convolution in the train step's
 jaxpr; near 1 means no chip repeats another's work. It is meaningful for the
 matmul-bound ViTs and ResNets, not for the element-wise models, whose work is
