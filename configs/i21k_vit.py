@@ -21,8 +21,21 @@ Weight decay: big_vision's ``wd=1e-4`` is "decoupled": ``p -= sched(t) * 1e-4
 Args: ``variant`` (S/32, S/16, S/8, Ti/16, B/16, ...), ``normalizer``,
 ``epochs`` (30), ``qk_layernorm`` (True), ``batch`` (4096), ``remat``
 (False; per-block rematerialisation, for L/16 on small slices),
-``runlocal`` (tiny ViT, imagenet2012 mock-able data instead of imagenet21k,
-which TFDS has no builder for).
+``dtype`` (float32: big_vision's recipe; bfloat16: activations and matmuls
+in bf16 while parameters, Adam's second moment and the loss stay float32,
+see below), ``runlocal`` (tiny ViT, imagenet2012 mock-able data instead of
+imagenet21k, which TFDS has no builder for).
+
+``dtype=bfloat16``: the forward and backward run on bf16 copies of the
+float32 parameters (``compute_dtype``), so every activation the backward
+keeps is half the size and the weight all-gathers move half the bytes; the
+logits are cast to float32 before the loss, the gradients arrive in float32
+(the cast's transpose), and the update is applied to the float32 master
+weights. Attention scores are normalised in float32 (every normalizer
+upcasts low-precision input). What it changes in training: matmul inputs
+and activations carry 8 mantissa bits, so it is not bitwise the float32 run
+and small loss differences are expected; big_vision trains its ViTs this
+way on TPU. The launch table (docs/scale.md) has both.
 """
 
 from ml_collections import config_dict
@@ -33,7 +46,7 @@ from softattn import configlib
 def get_config(arg=None):
   a = configlib.parse_arg(arg, variant="S/16", normalizer="relu_seqlen",
                           epochs=30, qk_layernorm=True, batch=4096,
-                          remat=False, runlocal=False)
+                          remat=False, dtype="float32", runlocal=False)
   c = configlib.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None
@@ -59,6 +72,7 @@ def get_config(arg=None):
   # fit in HBM: docs/scale.md. Unrolled, not scanned, so that XLA's cost
   # analysis counts every layer.
   c.model.remat = a.remat
+  c.compute_dtype = a.dtype
 
   c.optimizer.name = "adamw"
   c.optimizer.b1 = 0.9

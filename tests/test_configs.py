@@ -5,6 +5,7 @@ import json
 import os
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -42,6 +43,21 @@ def test_runlocal_trains_a_step_and_evaluates(tmp_path, path):
   assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
   status = json.load(open(tmp_path / "status.json"))
   assert status["state"] == "done" and status["step"] >= 1
+
+
+def test_i21k_bf16_recipe_trains_with_float32_master_weights(tmp_path):
+  cfg = train_runner.load_config("configs/i21k_vit.py:variant=B/16,dtype=bfloat16")
+  assert cfg.compute_dtype == "bfloat16" and cfg.optimizer.mu_dtype == "bfloat16"
+  assert train_runner.load_config("configs/i21k_vit.py").compute_dtype == "float32"
+  final = train_runner.run(dict(
+      config="configs/i21k_vit.py:runlocal,dtype=bfloat16",
+      workdir=str(tmp_path), num_examples=8,
+      overrides={"checkpoint_async": False, "verbose": False}))
+  assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
+  from softattn import init_from  # pylint: disable=g-import-not-at-top
+  params = init_from.read_orbax(str(tmp_path))["params"]
+  assert {np.asarray(x).dtype for x in jax.tree.leaves(params)} == {
+      np.dtype(np.float32)}
 
 
 def test_i21k_config_reports_i1k_accuracy_through_the_class_table(tmp_path):
