@@ -12,6 +12,7 @@ the interpreter compiles each case for the CPU (~1 s), which dominates.
 from __future__ import annotations
 
 import functools
+import re
 
 import flax.linen as nn
 import jax
@@ -229,4 +230,53 @@ def test_block_rule_fits_each_chip():
   assert (np.prod(pallas.block_sizes(4096, 4096, 128, 128, jnp.bfloat16, "v4"))
           < np.prod(pallas.block_sizes(4096, 4096, 128, 128, jnp.bfloat16,
                                        "v5e")))
-  assert pallas.block_sizes(197, 197, 64, 64, jnp.float32, "v5e") == (208, 256)
+  # A sequence shorter than a block is one block of its own length: no
+  # padding (ViT-B/16's 197 tokens were padded to 208 x 256 before).
+  assert pallas.block_sizes(197, 197, 64, 64, jnp.float32, "v5e") == (197, 197)
+  assert pallas.block_sizes(4096, 197, 64, 64, jnp.float32, "v5e")[1] == 197
+  # Two heads of 64 make a 128-lane block; 128-wide heads go one at a time;
+  # widths no head count makes whole take the whole H*D dimension.
+  assert pallas.tile.heads_per_block(12, 64, 64) == 2
+  assert pallas.tile.heads_per_block(12, 128, 128) == 1
+  assert pallas.tile.heads_per_block(4, 32, 32) == 4
+  assert pallas.tile.heads_per_block(2, 8, 8) == 2
+
+
+@pytest.mark.parametrize("hp", [1, 2])
+def test_heads_per_block_and_per_head_masks_equal_dense(monkeypatch, hp):
+  """One head per block or two (the D=64 layout), a key mask that differs
+  per head, ragged lengths: outputs and gradients equal the dense path."""
+  monkeypatch.setattr(pallas.tile, "heads_per_block", lambda h, d, dv: hp)
+  q, k, v, _ = _inputs(24, 40)
+  mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (B, H, 1, 40))
+
+  def loss(impl, q, k, v):
+    kw = dict(chunk_size=BLOCK) if impl == "pallas" else {}
+    out = dot_product_attention(q, k, v, normalizer="softmax", mask=mask,
+                                implementation=impl, **kw)
+    return jnp.sum(jnp.cos(out)), out
+
+  results = {}
+  for impl in ("dense", "pallas"):
+    fn = jax.jit(jax.value_and_grad(functools.partial(loss, impl),
+                                    argnums=(0, 1, 2), has_aux=True))
+    (_, out), grads = fn(q, k, v)
+    results[impl] = [out, *grads]
+  for a, b in zip(results["pallas"], results["dense"]):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+
+
+def test_kernels_read_the_callers_layout_without_copies():
+  """No transpose, pad or concatenate of q/k/v around the kernels: the
+  [B, L, H, D] arrays are reshaped (free) to [B, L, H*D] and read through
+  the BlockSpecs; the backward saves them as they are."""
+  q, k, v, mask = _inputs(24, 40)
+  f = lambda q, k, v: jnp.sum(dot_product_attention(  # noqa: E731
+      q, k, v, normalizer="softmax", mask=mask, implementation="pallas",
+      chunk_size=BLOCK) ** 2)
+  jaxpr = str(jax.make_jaxpr(jax.grad(f, argnums=(0, 1, 2)))(q, k, v))
+  # (The old wrapper transposed to [B, H, L, D] and padded to whole blocks:
+  # eight rank-4 transposes and pads in this program.)
+  moved = re.findall(r":\w+\[(\d+,\d+,\d+,\d+)\] = (transpose|pad)\[", jaxpr)
+  assert not moved, moved
+  assert "pallas_call" in jaxpr

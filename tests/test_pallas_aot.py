@@ -33,8 +33,13 @@ EXTRA = {
             dict(normalizer="taylor_softmax", causal=True),     # ratio
             dict(normalizer="softpick", key_mask=True),         # softpick
             dict(normalizer="normsoftmax", causal=True),        # exp+moments
-            dict(normalizer="ssmax", learnable=["s_scale"], key_mask=True)],
-    "v4": [dict(normalizer="nap", d=256, key_mask=True)],       # moments, D=256
+            dict(normalizer="ssmax", learnable=["s_scale"], key_mask=True),
+            # Ragged lengths, two 64-wide heads per block: ViT-B/16's 196
+            # tokens (one whole-length block) and 2000 (ragged q and k tails).
+            dict(length=196, d=64, key_mask=True),
+            dict(length=2000, d=64, causal=True, normalizer="sigmoid")],
+    "v4": [dict(normalizer="nap", d=256, key_mask=True),        # moments, D=256
+           dict(length=196, d=64, key_mask=True)],
 }
 
 
@@ -61,5 +66,6 @@ def test_pallas_compiles_for_tpu(chip):
     # kernels' pl.CostEstimate (blocks.KERNEL_MATMULS): forward 2, dQ 3 and
     # dK/dV 4 matmuls of width D per (query, key) pair, 2 FLOPs each, per
     # device (batch and heads split over the 2x2 mesh), causal halves.
-    pairs = B * H * L * L / 4 / (2 if cfg.get("causal") else 1)
+    n = cfg["length"]
+    pairs = B * H * n * n / 4 / (2 if cfg.get("causal") else 1)
     assert res["flops"] >= 2 * pairs * cfg["d"] * 9, (cfg, res)

@@ -31,12 +31,17 @@ from softattn.pallas.forward import run
 from softattn.pallas.modes import MODES
 
 
-def _tile_grads(cfg, qi, kj, ins):
-  """``(w, ds, row_cotangents)`` of one tile (see module docstring), and the
-  loaded ``q, k, do`` blocks."""
-  q, k, v, do, rows, brows, drows, mask_row = [
-      None if r is None else r[...] for r in ins]
-  s, valid = tile.scores(cfg, qi, kj, q, k, mask_row)
+def _tile_grads(cfg, qi, kj, ins, h):
+  """``(w, ds, row_cotangents)`` of head ``h`` on one tile (see module
+  docstring), and its loaded ``q, k, do`` blocks (ragged tails zeroed)."""
+  q_ref, k_ref, v_ref, do_ref, rows_ref, brows_ref, drows_ref, mask_ref = ins
+  q0, k0 = qi * cfg.bq, kj * cfg.bk
+  q = tile.load(q_ref, h, cfg.d, q0, cfg.lq, cfg.ragged_q)
+  do = tile.load(do_ref, h, cfg.dv, q0, cfg.lq, cfg.ragged_q)
+  k = tile.load(k_ref, h, cfg.d, k0, cfg.lk, cfg.ragged_k)
+  v = tile.load(v_ref, h, cfg.dv, k0, cfg.lk, cfg.ragged_k)
+  rows, brows = rows_ref[h], brows_ref[h]
+  s, valid = tile.scores(cfg, qi, kj, q, k, tile.mask_row(cfg, mask_ref, h))
   rv = tile.row_values(cfg, rows)
   names = cfg.diff_names
 
@@ -48,11 +53,16 @@ def _tile_grads(cfg, qi, kj, ins):
   w, dt = MODES[cfg.mode].grad(t, valid, dp, brows[:, 0:1], brows[:, 1:2],
                                brows[:, 2:3])
   ds, *dcols = vjp(dt)
-  if drows is not None:  # the statistics' own dependence on s
+  if drows_ref is not None:  # the statistics' own dependence on s
+    drows = drows_ref[h]
     dmean, dvar = drows[:, 0:1], drows[:, 1:2]
     ds = ds + (dmean + 2.0 * dvar * (s - rv["mean"])) / jnp.maximum(rv["n"],
                                                                     1.0)
-  return w, jnp.where(valid, ds, 0.0), dcols, (q, k, do)
+  # Rows past the true length (a ragged block's tail) read garbage row
+  # statistics, so w can be NaN there even where t was masked: zero it
+  # before it meets dO in dV = W^T dO.
+  return (jnp.where(valid, w, 0.0), jnp.where(valid, ds, 0.0), dcols,
+          (q, k, do))
 
 
 def _unpack(cfg, has_drows, refs):
@@ -75,16 +85,18 @@ def _dkv_kernel(cfg, has_drows, *refs):
 
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
-    w, ds, _, (q, _, do) = _tile_grads(cfg, qi, kj, ins)
-    dv_sc[...] += jax.lax.dot(w.T.astype(do.dtype), do,
+    for h in range(cfg.hp):
+      w, ds, _, (q, _, do) = _tile_grads(cfg, qi, kj, ins, h)
+      dv_sc[h] += jax.lax.dot(w.T.astype(do.dtype), do,
                               preferred_element_type=jnp.float32)
-    dk_sc[...] += jax.lax.dot(ds.T.astype(q.dtype), q,
+      dk_sc[h] += jax.lax.dot(ds.T.astype(q.dtype), q,
                               preferred_element_type=jnp.float32) * cfg.scale
 
   @pl.when(qi == pl.num_programs(3) - 1)
   def _():
-    dk_ref[...] = dk_sc[...].astype(dk_ref.dtype)
-    dv_ref[...] = dv_sc[...].astype(dv_ref.dtype)
+    for h in range(cfg.hp):
+      dk_ref[:, pl.ds(h * cfg.d, cfg.d)] = dk_sc[h].astype(dk_ref.dtype)
+      dv_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = dv_sc[h].astype(dv_ref.dtype)
 
 
 def _dq_kernel(cfg, with_dq, has_drows, *refs):
@@ -103,38 +115,37 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
 
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
-    _, ds, dcols, (_, k, _) = _tile_grads(cfg, qi, kj, ins)
-    for i, dc in enumerate(dcols):
-      dr_sc[:, i:i + 1] += dc
-    if with_dq:
-      dq_sc[...] += jax.lax.dot(ds.astype(k.dtype), k,
+    for h in range(cfg.hp):
+      _, ds, dcols, (_, k, _) = _tile_grads(cfg, qi, kj, ins, h)
+      for i, dc in enumerate(dcols):
+        dr_sc[h, :, i:i + 1] += dc
+      if with_dq:
+        dq_sc[h] += jax.lax.dot(ds.astype(k.dtype), k,
                                 preferred_element_type=jnp.float32) * cfg.scale
 
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
     dr_ref[...] = dr_sc[...]
     if with_dq:
-      dq_ref[...] = dq_sc[...].astype(dq_ref.dtype)
+      for h in range(cfg.hp):
+        dq_ref[:, pl.ds(h * cfg.d, cfg.d)] = dq_sc[h].astype(dq_ref.dtype)
 
 
-def _in_specs(cfg, q, v, rows, drows, mask, q_axis):
+def _in_specs(cfg, rows, drows, mask, q_axis):
   """Specs of (q, k, v, do, rows, brows, [drows], [mask]); ``q_axis`` is the
   grid axis (2 or 3) walking query blocks, the other walks key blocks."""
-  d, dv, r, nd = q.shape[-1], v.shape[-1], rows.shape[-1], _n_diff(cfg)
-  pick = lambda i, j: (i, j) if q_axis == 2 else (j, i)  # noqa: E731
-  qmap = lambda b, h, i, j: (b, h, pick(i, j)[0], 0)  # noqa: E731
-  kmap = lambda b, h, i, j: (b, h, pick(i, j)[1], 0)  # noqa: E731
-  specs = [pl.BlockSpec((None, None, cfg.bq, d), qmap),
-           pl.BlockSpec((None, None, cfg.bk, d), kmap),
-           pl.BlockSpec((None, None, cfg.bk, dv), kmap),
-           pl.BlockSpec((None, None, cfg.bq, dv), qmap),
-           pl.BlockSpec((None, None, cfg.bq, r), qmap),
-           pl.BlockSpec((None, None, cfg.bq, 3), qmap)]
+  k_axis = 5 - q_axis
+  specs = [tile.seq_spec(cfg, cfg.bq, cfg.d, q_axis),
+           tile.seq_spec(cfg, cfg.bk, cfg.d, k_axis),
+           tile.seq_spec(cfg, cfg.bk, cfg.dv, k_axis),
+           tile.seq_spec(cfg, cfg.bq, cfg.dv, q_axis),
+           tile.row_spec(cfg, rows.shape[-1], q_axis),
+           tile.row_spec(cfg, 3, q_axis)]
   if drows is not None:
-    specs.append(pl.BlockSpec((None, None, cfg.bq, nd), qmap))
+    specs.append(tile.row_spec(cfg, _n_diff(cfg), q_axis))
   if mask is not None:
-    specs.append(tile.mask_spec(cfg, mask.shape, k_axis=5 - q_axis))
-  return specs, qmap, kmap
+    specs.append(tile.mask_spec(cfg, mask.shape, k_axis=k_axis))
+  return specs
 
 
 def _n_diff(cfg):
@@ -146,28 +157,33 @@ def _args(q, k, v, do, rows, brows, drows, mask):
                if x is not None)
 
 
+def _grid(cfg, b, h, q_axis):
+  nq, nk = pl.cdiv(cfg.lq, cfg.bq), pl.cdiv(cfg.lk, cfg.bk)
+  return (b, h // cfg.hp) + ((nq, nk) if q_axis == 2 else (nk, nq))
+
+
 def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
-  """``(dq or None, drows [B, H, Lq, len(diff_names)])``."""
-  b, h, lq, d = q.shape
-  lk, dv, nd = k.shape[2], v.shape[-1], _n_diff(cfg)
-  specs, qmap, _ = _in_specs(cfg, q, v, rows, drows, mask, q_axis=2)
-  out_specs = [pl.BlockSpec((None, None, cfg.bq, nd), qmap)]
-  out_shape = [jax.ShapeDtypeStruct((b, h, lq, nd), jnp.float32)]
-  scratch = [pltpu.VMEM((cfg.bq, nd), jnp.float32)]
+  """``(dq [B, Lq, H*D] or None, drows [B, H, Lq, len(diff_names)])``."""
+  b, h = q.shape[0], q.shape[2] // cfg.d
+  nd = _n_diff(cfg)
+  specs = _in_specs(cfg, rows, drows, mask, q_axis=2)
+  out_specs = [tile.row_spec(cfg, nd, q_axis=2)]
+  out_shape = [jax.ShapeDtypeStruct((b, h, cfg.lq, nd), jnp.float32)]
+  scratch = [pltpu.VMEM((cfg.hp, cfg.bq, nd), jnp.float32)]
   if with_dq:
-    out_specs.insert(0, pl.BlockSpec((None, None, cfg.bq, d), qmap))
+    out_specs.insert(0, tile.seq_spec(cfg, cfg.bq, cfg.d, axis=2))
     out_shape.insert(0, jax.ShapeDtypeStruct(q.shape, q.dtype))
-    scratch.insert(0, pltpu.VMEM((cfg.bq, d), jnp.float32))
+    scratch.insert(0, pltpu.VMEM((cfg.hp, cfg.bq, cfg.d), jnp.float32))
 
   def build(interpret):
     return pl.pallas_call(
         functools.partial(_dq_kernel, cfg, with_dq, drows is not None),
-        grid=(b, h, lq // cfg.bq, lk // cfg.bk),
+        grid=_grid(cfg, b, h, q_axis=2),
         in_specs=specs, out_specs=out_specs, out_shape=out_shape,
         scratch_shapes=scratch,
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
-            "dq" if with_dq else "drows", b, h, lq, lk, d, dv,
+            "dq" if with_dq else "drows", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv,
             q.dtype.itemsize, cfg.causal),
         interpret=interpret, name="softattn_dq" if with_dq else "softattn_drows")
   out = run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))
@@ -175,24 +191,24 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
 
 
 def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask):
-  """``(dk, dv)`` in the input dtypes."""
-  b, h, lq, d = q.shape
-  lk, dv = k.shape[2], v.shape[-1]
-  specs, _, kmap = _in_specs(cfg, q, v, rows, drows, mask, q_axis=3)
+  """``(dk, dv)`` in the input dtypes, ``[B, Lk, H*D]`` and ``[B, Lk, H*Dv]``."""
+  b, h = q.shape[0], q.shape[2] // cfg.d
+  specs = _in_specs(cfg, rows, drows, mask, q_axis=3)
 
   def build(interpret):
     return pl.pallas_call(
         functools.partial(_dkv_kernel, cfg, drows is not None),
-        grid=(b, h, lk // cfg.bk, lq // cfg.bq),
+        grid=_grid(cfg, b, h, q_axis=3),
         in_specs=specs,
-        out_specs=[pl.BlockSpec((None, None, cfg.bk, d), kmap),
-                   pl.BlockSpec((None, None, cfg.bk, dv), kmap)],
+        out_specs=[tile.seq_spec(cfg, cfg.bk, cfg.d, axis=2),
+                   tile.seq_spec(cfg, cfg.bk, cfg.dv, axis=2)],
         out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype),
                    jax.ShapeDtypeStruct(v.shape, v.dtype)],
-        scratch_shapes=[pltpu.VMEM((cfg.bk, d), jnp.float32),
-                        pltpu.VMEM((cfg.bk, dv), jnp.float32)],
+        scratch_shapes=[pltpu.VMEM((cfg.hp, cfg.bk, cfg.d), jnp.float32),
+                        pltpu.VMEM((cfg.hp, cfg.bk, cfg.dv), jnp.float32)],
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
-            "dkv", b, h, lq, lk, d, dv, q.dtype.itemsize, cfg.causal),
+            "dkv", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv, q.dtype.itemsize,
+            cfg.causal),
         interpret=interpret, name="softattn_dkv")
   return run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))

@@ -16,9 +16,9 @@ The rule (``block_sizes``), written down once:
    feasible pair with the largest ``bq * bk`` (fewest grid steps, longest
    matmuls), ties to the larger ``bk``; the backward kernels hold more
    temporaries than the forward, so the pair must fit all three.
-4. Blocks never exceed the (padded) sequence: ``bq <= round_up(Lq, 16)``
-   (16 rows: the bf16 sublane tile) and ``bk <= round_up(Lk, 128)`` (the key
-   mask block's lane tile).
+4. A sequence no longer than a block is one block of its own length (a
+   block equal to the whole dimension is always legal); longer ones end in
+   a ragged block, masked by position (``tile.py``), never padded.
 
 Off TPU (interpret mode on CPU, or a chip this table lacks) the rule runs for
 ``DEFAULT_CHIP``. ``chunk_size``/``query_chunk_size`` override it.
@@ -84,17 +84,19 @@ def _lane_pad(n):
 
 
 def footprint(kernel: str, bq: int, bk: int, d: int, dv: int, itemsize: int,
-              rows: int = 4) -> int:
+              rows: int = 4, hp: int = 1) -> int:
   """Estimated VMEM bytes of one kernel instance (see the module rule).
 
   ``kernel``: ``"forward"`` (also the statistics pass, which is smaller) or
-  ``"backward"`` (the larger of the dK/dV and dQ kernels).
+  ``"backward"`` (the larger of the dK/dV and dQ kernels). ``hp`` heads per
+  block multiply the blocks and the scratch; the ``[bq, bk]`` temporaries
+  are one head's (the heads run one after another).
   """
   f32 = 4
   row_vec = bq * _lane_pad(rows) * f32       # a [bq, R] f32 block, lane-padded
   mask = 8 * bk * 4                          # [1, bk] int32, sublane-padded
   if kernel == "forward":
-    # The output block is f32 (the backward's ``di`` needs the unrounded o).
+    # The output block counted as f32 (the ratio mode's, the largest).
     blocks = (bq * d + bk * d + bk * dv) * itemsize + bq * dv * f32 + mask
     blocks += 2 * row_vec                    # statistics/params in, residual out
     scratch = bq * dv * f32 + 2 * bq * LANES * f32
@@ -105,7 +107,7 @@ def footprint(kernel: str, bq: int, bk: int, d: int, dv: int, itemsize: int,
     scratch = (bk * d + bk * dv) * f32 + row_vec
   else:
     raise ValueError(f"kernel must be 'forward' or 'backward', got {kernel!r}")
-  return 2 * blocks + scratch + TILE_TEMPS[kernel] * bq * bk * f32
+  return hp * (2 * blocks + scratch) + TILE_TEMPS[kernel] * bq * bk * f32
 
 
 def _round_up(x, m):
@@ -113,8 +115,8 @@ def _round_up(x, m):
 
 
 def block_sizes(lq: int, lk: int, d: int, dv: int, dtype,
-                chip_name: str = DEFAULT_CHIP) -> tuple[int, int]:
-  """``(bq, bk)`` by the module rule for one (batch, head) slice."""
+                chip_name: str = DEFAULT_CHIP, hp: int = 1) -> tuple[int, int]:
+  """``(bq, bk)`` by the module rule for one (batch, ``hp`` heads) block."""
   c = chip(chip_name)
   itemsize = jnp.dtype(dtype).itemsize
   best = None
@@ -122,7 +124,7 @@ def block_sizes(lq: int, lk: int, d: int, dv: int, dtype,
     for bk in K_BLOCKS:
       if bk % c.mxu_width and bk != min(K_BLOCKS):
         continue
-      need = max(footprint(k, bq, bk, d, dv, itemsize)
+      need = max(footprint(k, bq, bk, d, dv, itemsize, hp=hp)
                  for k in ("forward", "backward"))
       if need > c.budget:
         continue
@@ -131,7 +133,9 @@ def block_sizes(lq: int, lk: int, d: int, dv: int, dtype,
   if best is None:  # nothing fits: the smallest pair, let Mosaic decide
     best = (min(Q_BLOCKS), min(K_BLOCKS))
   bq, bk = best
-  return min(bq, _round_up(lq, 16)), min(bk, _round_up(lk, LANES))
+  # A sequence no longer than a block is one whole-length block (always a
+  # legal block shape; no ragged tail).
+  return (lq if lq <= bq else bq), (lk if lk <= bk else bk)
 
 
 def compiler_params(chip_name: str, n_parallel: int = 3):
@@ -152,12 +156,14 @@ KERNEL_MATMULS = {"stats": ("d",), "forward": ("d", "dv"),
 
 
 def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
-                  dv: int, itemsize: int, causal: bool, pv_passes: int = 1):
+                  dv: int, itemsize: int, causal: bool, pv_passes: int = 1,
+                  out_itemsize: int | None = None):
   """``pl.CostEstimate`` of one kernel over its whole grid.
 
   FLOPs: 2 per multiply-add of ``KERNEL_MATMULS``, the forward's PV
   ``pv_passes`` times (2 for the ratio mode in bf16, ``modes._pv_split``).
-  The forward writes its output in f32. Transcendentals: one per
+  The forward writes its output in ``out_itemsize`` bytes (the inputs'
+  unless given). Transcendentals: one per
   score (exp, sigmoid, sin, log: an estimate, the exact count depends on the
   normalizer). Bytes: each input and output once (a lower bound: K/V blocks
   are re-read once per query block). Causal halves the pairs.
@@ -168,7 +174,7 @@ def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
   flops = 2 * pairs * sum(widths[w] for w in KERNEL_MATMULS[kernel])
   if kernel == "forward":
     flops += 2 * pairs * dv * (pv_passes - 1)
-  out_size = 4 if kernel == "forward" else itemsize
+  out_size = out_itemsize or itemsize
   io = b * h * ((lq * d + lk * d + lk * dv) * itemsize + lq * dv * out_size)
   if kernel in ("dq", "dkv"):
     io += b * h * (lq * d + lk * d + lk * dv) * itemsize  # dO in, grads out

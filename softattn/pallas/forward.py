@@ -1,8 +1,10 @@
 """Forward kernels: per-row score statistics, then the fused attention pass.
 
-Both run over the grid ``(B, H, q blocks, k blocks)``; the last axis streams
-key blocks (``arbitrary``: a reduction) while the state lives in VMEM scratch.
-Arrays are ``[B, H, L, D]``, already padded to whole blocks (``wrapper.py``).
+Both run over the grid ``(B, H/hp, q blocks, k blocks)``; the last axis
+streams key blocks (``arbitrary``: a reduction) while the state lives in
+VMEM scratch, one slot per head of the block. Arrays are the caller's
+``[B, L, H*D]``, unpadded (``tile.py`` says how blocks and ragged tails
+work).
 """
 
 from __future__ import annotations
@@ -29,17 +31,29 @@ def run(cfg: tile.Config, build, *args):
       default=lambda *a: build(True)(*a))
 
 
-def _specs(cfg, q, k, v, rows, mask):
-  d, dv, r = q.shape[-1], v.shape[-1], rows.shape[-1]
-  qmap = lambda b, h, i, j: (b, h, i, 0)  # noqa: E731
-  kmap = lambda b, h, i, j: (b, h, j, 0)  # noqa: E731
-  specs = [pl.BlockSpec((None, None, cfg.bq, d), qmap),
-           pl.BlockSpec((None, None, cfg.bk, d), kmap),
-           pl.BlockSpec((None, None, cfg.bk, dv), kmap),
-           pl.BlockSpec((None, None, cfg.bq, r), qmap)]
+def _specs(cfg, rows_width, mask):
+  """Specs of (q, k, v, rows[, mask]) over the grid (B, H/hp, q blocks,
+  k blocks)."""
+  specs = [tile.seq_spec(cfg, cfg.bq, cfg.d, axis=2),
+           tile.seq_spec(cfg, cfg.bk, cfg.d, axis=3),
+           tile.seq_spec(cfg, cfg.bk, cfg.dv, axis=3),
+           tile.row_spec(cfg, rows_width, q_axis=2)]
   if mask is not None:
     specs.append(tile.mask_spec(cfg, mask.shape, k_axis=3))
-  return specs, qmap
+  return specs
+
+
+def grid(cfg, b, h):
+  return (b, h // cfg.hp, pl.cdiv(cfg.lq, cfg.bq), pl.cdiv(cfg.lk, cfg.bk))
+
+
+def _qkv(cfg, q_ref, k_ref, v_ref, h, qi, kj):
+  """Head ``h``'s q, k, v blocks with ragged tails zeroed."""
+  q = tile.load(q_ref, h, cfg.d, qi * cfg.bq, cfg.lq, cfg.ragged_q)
+  k = tile.load(k_ref, h, cfg.d, kj * cfg.bk, cfg.lk, cfg.ragged_k)
+  v = None if v_ref is None else tile.load(v_ref, h, cfg.dv, kj * cfg.bk,
+                                           cfg.lk, cfg.ragged_k)
+  return q, k, v
 
 
 # -- statistics: n, mean, biased variance over valid keys (Chan's merge) ------
@@ -55,43 +69,47 @@ def _stats_kernel(cfg, q_ref, k_ref, *refs):
 
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
-    s, valid = tile.scores(cfg, qi, kj, q_ref[...], k_ref[...],
-                           None if mask_ref is None else mask_ref[...])
-    nb = jnp.sum(valid.astype(jnp.float32), axis=-1, keepdims=True)
-    mb = jnp.sum(s, axis=-1, keepdims=True) / jnp.maximum(nb, 1.0)
-    c = jnp.where(valid, s - mb, 0.0)
-    m2b = jnp.sum(c * c, axis=-1, keepdims=True)
-    na, ma = n_sc[...], mean_sc[...]
-    n = na + nb
-    delta = mb - ma
-    mean_sc[...] = ma + delta * (nb / jnp.maximum(n, 1.0))
-    m2_sc[...] = m2_sc[...] + m2b + delta * delta * (na * nb / jnp.maximum(n, 1.0))
-    n_sc[...] = n
+    for h in range(cfg.hp):
+      q, k, _ = _qkv(cfg, q_ref, k_ref, None, h, qi, kj)
+      s, valid = tile.scores(cfg, qi, kj, q, k, tile.mask_row(cfg, mask_ref, h))
+      nb = jnp.sum(valid.astype(jnp.float32), axis=-1, keepdims=True)
+      mb = jnp.sum(s, axis=-1, keepdims=True) / jnp.maximum(nb, 1.0)
+      c = jnp.where(valid, s - mb, 0.0)
+      m2b = jnp.sum(c * c, axis=-1, keepdims=True)
+      na, ma = n_sc[h], mean_sc[h]
+      n = na + nb
+      delta = mb - ma
+      mean_sc[h] = ma + delta * (nb / jnp.maximum(n, 1.0))
+      m2_sc[h] = m2_sc[h] + m2b + delta * delta * (na * nb / jnp.maximum(n, 1.0))
+      n_sc[h] = n
 
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
-    out_ref[:, 0:1] = mean_sc[...]
-    out_ref[:, 1:2] = m2_sc[...] / jnp.maximum(n_sc[...], 1.0)
+    for h in range(cfg.hp):
+      out_ref[h, :, 0:1] = mean_sc[h]
+      out_ref[h, :, 1:2] = m2_sc[h] / jnp.maximum(n_sc[h], 1.0)
 
 
 def moments(cfg: tile.Config, q, k, mask):
-  """``[B, H, Lq, 2]`` (mean, biased var) of the valid scores of each row."""
-  b, h, lq, d = q.shape
-  specs, qmap = _specs(cfg, q, k, k, k[..., :1], mask)
+  """``[B, H, Lq, 2]`` (mean, biased var) of the valid scores of each row;
+  ``q``, ``k``: ``[B, L, H*D]``."""
+  b, h = q.shape[0], q.shape[2] // cfg.d
+  specs = _specs(cfg, 1, mask)
   specs = specs[:2] + specs[4:]  # q, k (and the mask): no values, no rows
   args = (q, k) + (() if mask is None else (mask,))
 
   def build(interpret):
     return pl.pallas_call(
         functools.partial(_stats_kernel, cfg),
-        grid=(b, h, lq // cfg.bq, k.shape[2] // cfg.bk),
+        grid=grid(cfg, b, h),
         in_specs=specs,
-        out_specs=pl.BlockSpec((None, None, cfg.bq, 2), qmap),
-        out_shape=jax.ShapeDtypeStruct((b, h, lq, 2), jnp.float32),
-        scratch_shapes=[pltpu.VMEM((cfg.bq, 1), jnp.float32)] * 3,
+        out_specs=tile.row_spec(cfg, 2, q_axis=2),
+        out_shape=jax.ShapeDtypeStruct((b, h, cfg.lq, 2), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32)] * 3,
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
-            "stats", b, h, lq, k.shape[2], d, 0, q.dtype.itemsize, cfg.causal),
+            "stats", b, h, cfg.lq, cfg.lk, cfg.d, 0, q.dtype.itemsize,
+            cfg.causal),
         interpret=interpret, name="softattn_stats")
   return run(cfg, build, *args)
 
@@ -105,50 +123,61 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
 
   @pl.when(kj == 0)
   def _():
-    m0, l0, acc0 = mode.init(cfg.bq, acc_sc.shape[-1])
-    m_sc[...], l_sc[...], acc_sc[...] = m0, l0, acc0
+    m0, l0, acc0 = mode.init(cfg.bq, cfg.dv)
+    for h in range(cfg.hp):
+      m_sc[h], l_sc[h], acc_sc[h] = m0, l0, acc0
 
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
-    s, valid = tile.scores(cfg, qi, kj, q_ref[...], k_ref[...],
-                           None if mask_ref is None else mask_ref[...])
-    t = tile.transform(cfg, s, tile.row_values(cfg, rows_ref[...]))
-    carry = (m_sc[...], l_sc[...], acc_sc[...])
-    m_sc[...], l_sc[...], acc_sc[...] = mode.update(carry, t, valid,
-                                                    v_ref[...])
+    for h in range(cfg.hp):
+      q, k, v = _qkv(cfg, q_ref, k_ref, v_ref, h, qi, kj)
+      s, valid = tile.scores(cfg, qi, kj, q, k, tile.mask_row(cfg, mask_ref, h))
+      t = tile.transform(cfg, s, tile.row_values(cfg, rows_ref[h]))
+      carry = (m_sc[h], l_sc[h], acc_sc[h])
+      m_sc[h], l_sc[h], acc_sc[h] = mode.update(carry, t, valid, v)
 
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
-    out, res_a, res_b = mode.finish((m_sc[...], l_sc[...], acc_sc[...]),
-                                    cfg.eps)
-    o_ref[...] = out.astype(o_ref.dtype)
-    res_ref[:, 0:1] = res_a
-    res_ref[:, 1:2] = res_b
+    for h in range(cfg.hp):
+      out, res_a, res_b = mode.finish((m_sc[h], l_sc[h], acc_sc[h]), cfg.eps)
+      o_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = out.astype(o_ref.dtype)
+      res_ref[h, :, 0:1] = res_a
+      res_ref[h, :, 1:2] = res_b
+
+
+def out_dtype(cfg: tile.Config, dtype):
+  """The forward output's dtype: the inputs', except float32 for the ratio
+  mode in low precision, whose backward needs the unrounded output (see
+  ``wrapper._core_bwd``)."""
+  if cfg.mode == "ratio" and jnp.dtype(dtype) != jnp.float32:
+    return jnp.float32
+  return dtype
 
 
 def attention(cfg: tile.Config, q, k, v, rows, mask):
-  """``(out [B, H, Lq, Dv], res [B, H, Lq, 2])``; ``res`` holds the mode's
+  """``(out [B, Lq, H*Dv], res [B, H, Lq, 2])``; ``res`` holds the mode's
   per-row residuals (``modes.py``) for the backward pass."""
-  b, h, lq, d = q.shape
-  dv = v.shape[-1]
-  specs, qmap = _specs(cfg, q, k, v, rows, mask)
+  b, h = q.shape[0], q.shape[2] // cfg.d
+  specs = _specs(cfg, rows.shape[-1], mask)
   args = (q, k, v, rows) + (() if mask is None else (mask,))
 
   def build(interpret):
     return pl.pallas_call(
         functools.partial(_forward_kernel, cfg),
-        grid=(b, h, lq // cfg.bq, k.shape[2] // cfg.bk),
+        grid=grid(cfg, b, h),
         in_specs=specs,
-        out_specs=[pl.BlockSpec((None, None, cfg.bq, dv), qmap),
-                   pl.BlockSpec((None, None, cfg.bq, 2), qmap)],
-        out_shape=[jax.ShapeDtypeStruct((b, h, lq, dv), jnp.float32),
-                   jax.ShapeDtypeStruct((b, h, lq, 2), jnp.float32)],
-        scratch_shapes=[pltpu.VMEM((cfg.bq, 1), jnp.float32),
-                        pltpu.VMEM((cfg.bq, 1), jnp.float32),
-                        pltpu.VMEM((cfg.bq, dv), jnp.float32)],
+        out_specs=[tile.seq_spec(cfg, cfg.bq, cfg.dv, axis=2),
+                   tile.row_spec(cfg, 2, q_axis=2)],
+        out_shape=[jax.ShapeDtypeStruct((b, cfg.lq, h * cfg.dv),
+                                        out_dtype(cfg, v.dtype)),
+                   jax.ShapeDtypeStruct((b, h, cfg.lq, 2), jnp.float32)],
+        scratch_shapes=[pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32),
+                        pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32),
+                        pltpu.VMEM((cfg.hp, cfg.bq, cfg.dv), jnp.float32)],
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
-            "forward", b, h, lq, k.shape[2], d, dv, q.dtype.itemsize,
-            cfg.causal, pv_passes=modes.pv_passes(cfg.mode, v.dtype)),
+            "forward", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv, q.dtype.itemsize,
+            cfg.causal, pv_passes=modes.pv_passes(cfg.mode, v.dtype),
+            out_itemsize=jnp.dtype(out_dtype(cfg, v.dtype)).itemsize),
         interpret=interpret, name="softattn_forward")
   return run(cfg, build, *args)

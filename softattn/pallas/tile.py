@@ -1,6 +1,17 @@
 """What every kernel computes on one ``[bq, bk]`` tile: scores, the valid
 mask, and the normalizer's transform read from the declaration.
 
+Layout: the kernels read the caller's ``[B, L, H, D]`` arrays as
+``[B, L, H*D]`` (a free reshape, no transpose). A block holds ``bq`` (or
+``bk``) positions of ``hp`` consecutive heads, ``[bq, hp*D]``; each kernel
+runs its per-head body ``hp`` times on lane slices ``[:, h*D:(h+1)*D]``.
+Why ``hp`` heads: Mosaic needs a block's last dimension to be a multiple of
+128 lanes (or the whole dimension), so at ``D = 64`` a block carries two
+heads (``heads_per_block``). Lengths are not padded: the grid covers
+``cdiv(L, block)`` blocks, the last one ragged; positions past the true
+length are masked out of the scores and zeroed where they would enter a
+matmul (``load``), since a ragged block's tail holds whatever memory follows.
+
 ``Config`` is the static description of one attention call (hashable: it is a
 ``custom_vjp`` non-differentiable argument). Per-row inputs travel as one f32
 array ``rows [B, H, Lq, R]`` whose columns are named by ``Config.row_names``:
@@ -40,6 +51,18 @@ class Config:
   has_mask: bool
   chip: str
   interpret: bool | None         # None: by lowering platform
+  hp: int = 1                    # heads per block (see the module doc)
+  d: int = 0                     # head dims of q/k and of v
+  dv: int = 0
+  mask_heads: bool = False       # the key mask differs per head
+
+  @property
+  def ragged_q(self) -> bool:
+    return self.lq % self.bq != 0
+
+  @property
+  def ragged_k(self) -> bool:
+    return self.lk % self.bk != 0
 
   @property
   def mode(self) -> str:
@@ -62,6 +85,34 @@ class Config:
   def eps(self) -> float:
     p = dict(self.static_params)
     return float(p[self.norm.eps_param]) if self.norm.eps_param else 0.0
+
+
+def load(ref, h: int, width: int, start, length: int, ragged: bool):
+  """Head ``h``'s ``[rows, width]`` slice of a ``[rows, hp*width]`` block,
+  rows past ``length`` (the ragged tail; ``start``: the block's first
+  position) set to 0 so that they add nothing to a matmul."""
+  x = ref[:, pl.ds(h * width, width)]
+  if ragged:
+    pos = start + jax.lax.broadcasted_iota(jnp.int32, x.shape, 0)
+    x = jnp.where(pos < length, x, jnp.zeros_like(x))
+  return x
+
+
+def mask_row(cfg: Config, mask_ref, h: int):
+  """Head ``h``'s ``[1, bk]`` key-mask row, or None without a mask."""
+  if mask_ref is None:
+    return None
+  return mask_ref[h] if cfg.mask_heads else mask_ref[...]
+
+
+def heads_per_block(h: int, d: int, dv: int, lanes: int = 128) -> int:
+  """Smallest ``hp`` dividing ``h`` whose blocks are whole lane tiles
+  (``hp*d`` and ``hp*dv`` multiples of ``lanes``); ``h`` (the whole last
+  dimension, always a legal block) when none is."""
+  for hp in range(1, h + 1):
+    if h % hp == 0 and (hp * d) % lanes == 0 and (hp * dv) % lanes == 0:
+      return hp
+  return h
 
 
 def row_values(cfg: Config, rows) -> dict[str, jax.Array]:
@@ -102,10 +153,28 @@ def scores(cfg: Config, qi, kj, q, k, mask_row):
 
 def mask_spec(cfg: Config, mask_shape, k_axis: int):
   """BlockSpec of the ``[Bm, Hm, 1, Lk]`` int32 key mask; ``k_axis``: the grid
-  axis that walks key blocks. Size-1 batch/head dims broadcast."""
-  bm, hm = mask_shape[0], mask_shape[1]
+  axis that walks key blocks. Size-1 batch/head dims broadcast; per-head
+  masks come ``hp`` heads at a time (``mask_row``)."""
+  bm = mask_shape[0]
 
-  def index(b, h, i, j):
+  def index(b, g, i, j):
     kj = (i, j)[k_axis - 2]
-    return (b if bm > 1 else 0, h if hm > 1 else 0, 0, kj)
-  return pl.BlockSpec((None, None, 1, cfg.bk), index)
+    return (b if bm > 1 else 0, g if cfg.mask_heads else 0, 0, kj)
+  heads = cfg.hp if cfg.mask_heads else None
+  return pl.BlockSpec((None, heads, 1, cfg.bk), index)
+
+
+def row_spec(cfg: Config, width: int, q_axis: int):
+  """BlockSpec of a per-row ``[B, H, Lq, width]`` f32 array (counts,
+  statistics, parameters, residuals): ``hp`` heads of ``bq`` rows."""
+  def index(b, g, i, j):
+    return (b, g, (i, j)[q_axis - 2], 0)
+  return pl.BlockSpec((None, cfg.hp, cfg.bq, width), index)
+
+
+def seq_spec(cfg: Config, block: int, width: int, axis: int):
+  """BlockSpec of a ``[B, L, H*width]`` array: ``block`` positions of ``hp``
+  heads; ``axis``: the grid axis walking its blocks."""
+  def index(b, g, i, j):
+    return (b, (i, j)[axis - 2], g)
+  return pl.BlockSpec((None, block, cfg.hp * width), index)

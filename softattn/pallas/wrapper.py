@@ -1,17 +1,22 @@
-"""``pallas_attention``: layout, padding, statistics, custom VJP, shard_map.
+"""``pallas_attention``: layout, statistics, custom VJP, shard_map.
 
 Called by ``dot_product_attention(..., implementation="pallas")`` with its
 checked arguments. Steps:
 
-1. ``[B, L, H, D]`` -> ``[B, H, L, D]``, lengths padded to whole blocks (the
-   kernels mask padded keys and queries by position).
+1. ``[B, L, H, D]`` is read as ``[B, L, H*D]``: a reshape, no transpose, no
+   padding (the kernels take ``hp`` heads per block and mask ragged tails by
+   position: ``tile.py``).
 2. The per-row count ``n`` (valid keys per query, from the key mask and the
    causal prefix; no gradient) and any parameter given as an array
-   (per head or per batch: it must not vary over keys) become row columns.
+   (per head or per batch: it must not vary over keys) become row columns,
+   ``[B, H, Lq, R]`` f32.
 3. ``_core`` (a ``custom_vjp``): the moments kernel when the normalizer
    ``needs`` them, the forward kernel; backward: dQ (twice for moments, see
-   ``backward.py``) and dK/dV kernels. Parameter cotangents flow back through
-   the broadcast of step 2, so learnable parameters train.
+   ``backward.py``) and dK/dV kernels. It saves the caller's q, k, v (no
+   copies), the output in the inputs' dtype (float32 for the ratio mode in
+   low precision: ``_core_bwd`` says why) and the small row arrays.
+   Parameter cotangents flow back through the broadcast of step 2, so
+   learnable parameters train.
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
    axis and heads over ``model`` when they divide (softattn's mesh axes);
@@ -27,7 +32,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from softattn.chunked import _pad  # same padding as the chunked path
 from softattn.pallas import backward, blocks, forward, tile
 
 FUSED_MODES = ("exp", "ratio", "pointwise", "softpick")
@@ -124,13 +128,18 @@ def _core_fwd(cfg, q, k, v, nrow, prow, kmask):
 
 def _core_bwd(cfg, saved, do):
   q, k, v, nrow, prow, kmask, rows, out, res = saved
-  # ``out`` is the kernel's f32 output, not the rounded one the caller got:
-  # in the ratio modes ``dt = (dp - di) / Z`` and a small ``Z`` turns a
-  # bf16-rounded ``o`` in ``di = do . o`` into large gradient errors (with
-  # a bf16 output, even with ``modes._pv_split``, bf16 dQ/dK of siren_max and
-  # cos_max were 10-20x dense bf16's error; measured). Every mode shares the
-  # f32 output: one [Lq, Dv] array, small next to the streamed K/V traffic.
-  di = jnp.sum(do * out, axis=-1, keepdims=True)
+  # ``di = do . o`` per (row, head), in f32. For the ratio modes in low
+  # precision ``out`` is the kernel's unrounded f32 output: there
+  # ``dt = (dp - di) / Z`` and a small ``Z`` turns a bf16-rounded ``o`` into
+  # large gradient errors (bf16 dQ/dK of siren_max and cos_max were 10-20x
+  # dense bf16's error with a bf16 output, even with ``modes._pv_split``;
+  # measured). The other modes save the output in the inputs' dtype, as
+  # FlashAttention does.
+  b, lq = out.shape[:2]
+  h = out.shape[2] // cfg.dv
+  prod = (do.astype(jnp.float32) * out.astype(jnp.float32)).reshape(
+      b, lq, h, cfg.dv)
+  di = jnp.transpose(jnp.sum(prod, axis=-1), (0, 2, 1))[..., None]
   do = do.astype(v.dtype)  # the backward matmuls run in the inputs' dtype
   brows = jnp.concatenate([res, di], axis=-1)
   args = (q, k, v, do, rows, brows)
@@ -148,23 +157,13 @@ _core.defvjp(_core_fwd, _core_bwd)
 
 
 def _per_shard(cfg, query, key, value, prow, kmask):
-  b, lq, h, d = query.shape
+  b, lq, h, _ = query.shape
   lk = key.shape[1]
-  lq_pad = -(-lq // cfg.bq) * cfg.bq
-  lk_pad = -(-lk // cfg.bk) * cfg.bk
-  heads = lambda x, n: _pad(jnp.transpose(x, (0, 2, 1, 3)), 2, n, 0)  # noqa: E731
-  q, k, v = heads(query, lq_pad), heads(key, lk_pad), heads(value, lk_pad)
-  if kmask is not None:
-    kmask = _pad(kmask, 3, lk_pad, 0)
+  flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
                           (b, h, lq, 1))
-  # Padded query rows are masked in the kernels; n = 1 and parameters 0 keep
-  # their (discarded) transforms finite.
-  nrow = _pad(nrow, 2, lq_pad, 1.0)
-  if prow is not None:
-    prow = _pad(prow, 2, lq_pad, 0.0)
-  out = _core(cfg, q, k, v, nrow, prow, kmask)  # f32, see _core_bwd
-  return jnp.transpose(out[:, :, :lq], (0, 2, 1, 3)).astype(value.dtype)
+  out = _core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
+  return out.reshape(b, lq, h, cfg.dv).astype(value.dtype)
 
 
 def pallas_attention(query, key, value, norm, p, mask, scale, causal,
@@ -179,9 +178,13 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
-  bq, bk = blocks.block_sizes(lq, lk, d, dv, query.dtype, chip)
-  bk = chunk_size or bk
-  bq = query_chunk_size or chunk_size or bq
+  mesh = _context_mesh()
+  hax = None if mesh is None else _axis(mesh, "model", h)
+  h_local = h // mesh.shape[hax] if hax else h   # heads each shard holds
+  hp = tile.heads_per_block(h_local, d, dv)
+  bq, bk = blocks.block_sizes(lq, lk, d, dv, query.dtype, chip, hp=hp)
+  bk = min(chunk_size or bk, lk)
+  bq = min(query_chunk_size or chunk_size or bq, lq)
   static, arrays = _split_params(norm, p, (b, h, lq, lk))
   names = tuple(sorted(arrays))
   prow = jnp.concatenate([arrays[k] for k in names], -1) if names else None
@@ -191,9 +194,9 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   cfg = tile.Config(norm=norm, static_params=static, param_names=names,
                     scale=float(scale), causal=bool(causal), lq=lq, lk=lk,
                     bq=bq, bk=bk, has_mask=kmask is not None, chip=chip,
-                    interpret=interpret)
+                    interpret=interpret, hp=hp, d=d, dv=dv,
+                    mask_heads=kmask is not None and kmask.shape[1] > 1)
   fn = functools.partial(_per_shard, cfg)
-  mesh = _context_mesh()
   if mesh is None:
     return fn(query, key, value, prow, kmask)
   return _sharded(fn, mesh, query, key, value, prow, kmask)
