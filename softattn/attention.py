@@ -28,12 +28,18 @@ Paths (``implementation=``):
   sizes. Off TPU it runs in the Pallas interpreter (slow; for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
-  normalizer and mask; else ``chunked`` when the normalizer streams
-  and one (batch, head) slice of the dense scores would exceed 16 MiB
-  (``Lq * Lk > 2048**2``: long sequences); else ``dense``. The rule looks at the
-  sequence lengths, not the batch: a large batch of short sequences (ViT-B/16
-  at 224 px, 197 tokens) stays dense, where fused kernels are fastest.
+  normalizer and mask and the scores are larger than one 128 x 128 tile
+  (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``); else ``chunked`` when the
+  normalizer streams and one (batch, head) slice of the dense scores would
+  exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
   ``return_weights=True`` always uses ``dense``.
+
+  Why the Pallas threshold: compiled for a v5e (B=16, H=12, D=64,
+  forward+backward, softmax; the larger of FLOPs / peak and HBM bytes with
+  VMEM staging off / bandwidth; ``benchmarks/README.md``), dense is the
+  cheaper program at L = 16, 49, 64 and 128 (1.1-1.9x), the fused kernels
+  from L = 196 (ViT-B/16's tokens: 1.5x in bf16, 1.2x in f32) to 4096
+  (7-8x). The rule looks at the sequence lengths, not the batch.
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ from softattn.normalizers.core import Normalizer
 
 IMPLEMENTATIONS = ("auto", "dense", "chunked", "linear", "pallas")
 AUTO_CHUNK_MIN_SCORES = 2048 * 2048  # per (batch, head)
+# On TPU, scores above one 128 x 128 tile go to the fused kernels: measured
+# crossover, see the module docstring.
+AUTO_PALLAS_MIN_SCORES = 128 * 128
 DEFAULT_CHUNK = 512
 
 
@@ -219,7 +228,7 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights):
   if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
       and lq * lk > (lq + lk) * d):
     return "linear"
-  if _fused_on_tpu(norm, mask, bias):
+  if lq * lk > AUTO_PALLAS_MIN_SCORES and _fused_on_tpu(norm, mask, bias):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"

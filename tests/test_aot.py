@@ -84,10 +84,9 @@ def _compile(arg):
   libtpu_required.require_libtpu()
   from softattn import aot  # pylint: disable=g-import-not-at-top
   cfg = declaration.config_from_file("configs/quickstart.py", arg)
-  # Dense attention: on TPU `auto` picks the Pallas kernels, which pad the
-  # quickstart's 49 tokens to one 128-key block (their cost, counted from
-  # the kernels' CostEstimate, is tested below); here XLA's own count of
-  # the model is checked against the jaxpr's.
+  # Dense attention (what `auto` picks for the quickstart's 49 tokens on a
+  # TPU too): XLA's own count of the model is checked against the jaxpr's;
+  # the kernels' CostEstimate is tested below.
   with cfg.unlocked():
     cfg.model.implementation = "dense"
   return aot.compile_config(cfg, "v5e:2x2", programs=("train",))

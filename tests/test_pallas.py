@@ -168,6 +168,11 @@ def test_auto_never_picks_pallas_off_tpu(monkeypatch):
   assert attention._auto(sparse, shape, 64, None, None, False, False) == "dense"
   assert attention._auto(norm, shape, 64, None, jnp.zeros(shape), False,
                          False) == "chunked"
+  # The measured crossover: dense up to one 128 x 128 tile of scores (the
+  # quickstart's 49 tokens), fused from there (ViT-B/16's 196).
+  for length, impl in ((49, "dense"), (128, "dense"), (196, "pallas")):
+    assert attention._auto(norm, (1, 1, length, length), 64, None, None,
+                           False, False) == impl, length
 
 
 def test_multihead_attention_uses_pallas_when_asked():
