@@ -24,32 +24,6 @@ def test_softmax_matches_flax_attention_with_same_parameters():
                              atol=1e-5)
 
 
-@pytest.mark.parametrize("features, n_axis, shape", [
-    ((4, 8), 1, (2, 6, 16)),     # q/k/v: width -> (heads, head_dim)
-    ((16,), 2, (2, 6, 4, 8)),    # out: (heads, head_dim) -> width
-])
-def test_heads_dense_is_dense_general_as_one_matmul(features, n_axis, shape):
-  """Same parameter tree and initial values as nn.DenseGeneral (bitwise),
-  same output, in bf16 compute too."""
-  from softattn.nn.attention import HeadsDense  # noqa: PLC0415
-  x = jax.random.normal(jax.random.key(1), shape)
-  axis = tuple(range(-n_axis, 0))
-  for dtype in (None, jnp.bfloat16):
-    ours = HeadsDense(features=features, n_axis=n_axis, dtype=dtype,
-                      bias_init=nn.initializers.normal(1.0))
-    ref = nn.DenseGeneral(features=features, axis=axis, dtype=dtype,
-                          kernel_init=nn.initializers.xavier_uniform(),
-                          bias_init=nn.initializers.normal(1.0))
-    v = ours.init(jax.random.key(0), x)
-    jax.tree.map(np.testing.assert_array_equal, v,
-                 ref.init(jax.random.key(0), x))
-    got, want = ours.apply(v, x), ref.apply(v, x)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    tol = 1e-5 if dtype is None else 2e-2
-    np.testing.assert_allclose(np.asarray(got, np.float32),
-                               np.asarray(want, np.float32), rtol=tol, atol=tol)
-
-
 def test_qk_layernorm_and_gate_parameters():
   m = MultiHeadAttention(num_heads=4, qk_layernorm=True, gated=True)
   p = m.init(jax.random.key(0), X)["params"]

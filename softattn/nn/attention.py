@@ -107,53 +107,6 @@ def wants_observation(module) -> bool:
       or module.is_mutable_collection("attention_weights"))
 
 
-class HeadsDense(nn.Module):
-  """``nn.DenseGeneral``'s parameters and initialisation, computed as one 2-D
-  matmul over the flattened feature axes.
-
-  ``features`` are the output axes (``(heads, head_dim)`` for q/k/v, the
-  width for ``out``); the last ``n_axis`` input axes are contracted. The
-  kernel is ``[*in_axes, *features]`` and initialised on its flattened 2-D
-  shape, the bias on ``prod(features)``: exactly as ``DenseGeneral``, so the
-  parameter tree, a big_vision checkpoint and the initial values are the
-  same. Why flattened: the heads then meet the attention call as
-  ``[B, L, H*D]`` reshaped to ``[B, L, H, D]``, which the fused kernels
-  reshape back (``softattn.pallas`` reads ``[B, L, H*D]``): consecutive
-  reshapes cancel, where a ``[B, L, H, D]`` matmul output would need a
-  relayout copy on TPU (its ``(H, D)`` minor tiles are not ``H*D``'s) for
-  each of q, k, v, the output and their gradients.
-  """
-  features: tuple[int, ...]
-  n_axis: int = 1
-  use_bias: bool = True
-  kernel_init: Callable = nn.initializers.xavier_uniform()
-  bias_init: Callable = nn.initializers.zeros
-  dtype: Any = None
-  param_dtype: Any = jnp.float32
-
-  @nn.compact
-  def __call__(self, x):
-    in_axes = x.shape[x.ndim - self.n_axis:]
-    fin, fout = math.prod(in_axes), math.prod(self.features)
-    kernel = self.param(
-        "kernel", lambda rng, shape, dtype: jnp.reshape(
-            self.kernel_init(rng, (fin, fout), dtype), shape),
-        in_axes + tuple(self.features), self.param_dtype)
-    bias = None
-    if self.use_bias:
-      bias = self.param(
-          "bias", lambda rng, shape, dtype: jnp.reshape(
-              self.bias_init(rng, (fout,), dtype), shape),
-          tuple(self.features), self.param_dtype)
-    x, kernel, bias = nn.dtypes.promote_dtype(x, kernel, bias,
-                                              dtype=self.dtype)
-    lead = x.shape[:x.ndim - self.n_axis]
-    y = jnp.reshape(x, lead + (fin,)) @ jnp.reshape(kernel, (fin, fout))
-    if bias is not None:
-      y = y + jnp.reshape(bias, (fout,))
-    return jnp.reshape(y, lead + tuple(self.features))
-
-
 class MultiHeadAttention(nn.Module):
   """Multi-head attention ``softmax(QK^T/sqrt(d))V`` with softmax replaceable.
 
@@ -226,8 +179,8 @@ class MultiHeadAttention(nn.Module):
       raise ValueError(f"qkv_features={qkv} is not divisible by num_heads="
                        f"{self.num_heads}; pick a width that is a multiple")
     head_dim = qkv // self.num_heads
-    dense = lambda name: HeadsDense(
-        features=(self.num_heads, head_dim), use_bias=self.use_bias,
+    dense = lambda name: nn.DenseGeneral(
+        features=(self.num_heads, head_dim), axis=-1, use_bias=self.use_bias,
         kernel_init=self.kernel_init, bias_init=self.bias_init,
         dtype=self.dtype, param_dtype=self.param_dtype, name=name)
     q = dense("query")(inputs_q)
@@ -251,7 +204,7 @@ class MultiHeadAttention(nn.Module):
                          f"valid: {', '.join(GATE_ACTIVATIONS)}")
       gate = GATE_ACTIVATIONS[self.gate_activation](dense("gate")(inputs_q))
       x = x * gate.astype(x.dtype)
-    return HeadsDense(
-        features=(features,), n_axis=2, use_bias=self.use_bias,
+    return nn.DenseGeneral(
+        features=features, axis=(-2, -1), use_bias=self.use_bias,
         kernel_init=self.kernel_init, bias_init=self.bias_init,
         dtype=self.dtype, param_dtype=self.param_dtype, name="out")(x)
