@@ -42,6 +42,10 @@ _I21K = "configs/i21k_vit.py:variant={}"
 ROWS = [
     *[Row(f"i21k ViT-{v}", _I21K.format(v), t)
       for v in ("S/16", "B/16", "L/16") for t in ("v4-32", "v5e-256")],
+    *[Row("i21k ViT-B/16, bf16", _I21K.format("B/16") + ",dtype=bfloat16", t,
+          note="`dtype=bfloat16`: activations and matmuls in bf16, float32 "
+          "parameters, optimizer and loss (configs/i21k_vit.py).")
+      for t in ("v4-32", "v5e-256")],
     Row("i21k ViT-L/16, remat", _I21K.format("L/16") + ",remat=True", "v4-32",
         note="`remat=True`: nn.remat per block (unrolled) "
         "(nothing_saveable), for L/16 at 256 images per chip."),
