@@ -147,8 +147,39 @@ def row(label, prog, chip) -> dict:
               compile_s=prog.compile_seconds)
 
 
+def render(rows: list[dict]) -> str:
+  """The Markdown table of benchmarks/README.md from the JSON rows: per
+  setting, the reference's bound and each softattn side against it."""
+  head = ("| slice | images/chip | dtype | side | attention | HBM GiB/chip | "
+          "GFLOP/chip | HBM GB (XLA raw) | ICI GB | bound ms | vs reference |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
+  lines = [head]
+  ref = {(r["topology"], r["per_chip"], r["dtype"]): r for r in rows
+         if r["side"] == "reference"}
+  order = sorted(rows, key=lambda r: (r["topology"], r["per_chip"], r["dtype"],
+                                      r["side"] != "reference", r["side"],
+                                      r.get("implementation") or ""))
+  for r in order:
+    base = ref.get((r["topology"], r["per_chip"], r["dtype"]))
+    vs = (f"{r['bound_ms'] / base['bound_ms']:.3f}" if base and r.get("fits")
+          and base.get("fits") else "–")
+    if not r.get("fits"):
+      lines.append(f"| {r['topology']} | {r['per_chip']} | {r['dtype']} | "
+                   f"{r['side']} | {r.get('implementation') or 'flax dense'} | "
+                   f"**{r['hbm_gib']:.2f} (does not fit)** | | | | | |")
+      continue
+    lines.append(
+        f"| {r['topology']} | {r['per_chip']} | {r['dtype']} | {r['side']} | "
+        f"{r.get('implementation') or 'flax dense'} | {r['hbm_gib']:.2f} | "
+        f"{r['gflops']:,.0f} | {r['hbm_gb']:.2f} ({r['xla_gb']:.2f}) | "
+        f"{r['ici_gb']:.3f} | {r['bound_ms']:.1f} ({r['bound']}) | {vs} |")
+  return "\n".join(lines)
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--table", action="store_true",
+                  help="print the Markdown table of --out's rows and exit")
   ap.add_argument("--topology", default="v5e-8")
   ap.add_argument("--per_chip", type=int, default=16)
   ap.add_argument("--dtype", default="float32")
@@ -159,6 +190,10 @@ def main():
   ap.add_argument("--no_reference", action="store_true")
   ap.add_argument("--out", default="benchmarks/results/pod_step.jsonl")
   args = ap.parse_args()
+  if args.table:
+    with open(args.out) as f:
+      print(render([json.loads(x) for x in f if x.strip()]))
+    return
   chip = topology.parse(args.topology).chip
   commit = subprocess.run(["git", "describe", "--always", "--dirty"],
                           capture_output=True, text=True).stdout.strip()
