@@ -28,7 +28,6 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from softattn.optim import path_str
 
 AXES = ("data", "model")
 STRATEGIES = ("replicate", "fsdp", "tp", "fsdp_tp")
@@ -108,7 +107,7 @@ def tree_shardings(tree: Any, rules, mesh: Mesh) -> Any:
 
   def one(path, leaf):
     shape = getattr(leaf, "shape", ())
-    s = path_str(path)
+    s = jax.tree_util.keystr(path, simple=True, separator="/")
     for pat, strategy in compiled:
       if pat.search(s):
         return NamedSharding(mesh, _spec_for(shape, strategy, mesh))
