@@ -7,7 +7,7 @@
 Each command is the one-line body of the ```bash fence that follows a
 `<!-- ci:NAME -->` marker in README.md, so what a newcomer copies is what CI
 runs. check-table compares the README's result table, column by column, with
-the last table command 1 printed (the quickstart also prints status and wall
+the last table command 1 printed (numbers to within TOLERANCE) (the quickstart also prints status and wall
 time, which the README leaves out). Standard library only: it runs on the
 system python3 before any virtual environment exists.
 """
@@ -57,6 +57,21 @@ def readme_table(text: str) -> list[dict[str, str]]:
                    "accuracy) after the ci:setup command.")
 
 
+# Numbers agree to this absolute difference (the table prints 4 decimals).
+# Runs here reproduced the README's table exactly, but one environment
+# without the test extra moved one test accuracy by 2 examples in 10,000
+# (0.7782 -> 0.7784, losses equal); a broken normalizer or loop moves them
+# by far more.
+TOLERANCE = 1e-3
+
+
+def _close(a, b) -> bool:
+  try:
+    return abs(float(a) - float(b)) <= TOLERANCE
+  except (TypeError, ValueError):
+    return False
+
+
 def check_table(log: str, text: str) -> list[str]:
   """Differences between the README's table and the log's last one."""
   want = readme_table(text)
@@ -71,8 +86,12 @@ def check_table(log: str, text: str) -> list[str]:
       problems.append(f"{name}: not in the printed table")
       continue
     for col, value in row.items():
-      if got[name].get(col) != value:
-        problems.append(f"{name} {col}: README {value}, printed {got[name].get(col)}")
+      printed = got[name].get(col)
+      if printed != value and not _close(printed, value):
+        problems.append(f"{name} {col}: README {value}, printed {printed}")
+      elif printed != value:
+        print(f"note: {name} {col}: README {value}, printed {printed} "
+              f"(within {TOLERANCE})")
   extra = set(got) - {r["normalizer"] for r in want}
   problems += [f"{name}: printed but not in the README" for name in sorted(extra)]
   return problems
