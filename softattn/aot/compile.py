@@ -59,7 +59,7 @@ def _cost(compiled) -> tuple[float | None, float | None]:
   return cost.get("flops"), cost.get("bytes accessed")
 
 
-def hbm_traffic(lowered, compiled, chip: topology.Chip | None,
+def hbm_traffic(lowered, hlo_text: str, chip: topology.Chip | None,
                 bytes_accessed: float | None) -> tuple[float | None, str]:
   """Per-chip HBM bytes of a program without the VMEM staging copies.
 
@@ -69,7 +69,7 @@ def hbm_traffic(lowered, compiled, chip: topology.Chip | None,
   is counted about twice. Recompiling with the chip's staging switch off
   gives the same FLOPs and fusions with each operand read from HBM once.
   """
-  if "S(1)" not in compiled.as_text():   # no VMEM-resident buffers at all
+  if "S(1)" not in hlo_text:   # no VMEM-resident buffers at all
     return bytes_accessed, "XLA bytes accessed (no VMEM staging in the program)"
   if chip is None or not chip.vmem_staging_flag:
     return bytes_accessed, ("XLA bytes accessed, VMEM staging counted (no "
@@ -108,9 +108,10 @@ def compile_program(name: str, jitted, *args, bound: bool = False,
     flops, bytes_accessed = _cost(compiled)
     prog = Program(name, True, hbm, source, flops, bytes_accessed, seconds)
     if bound:
-      prog.traffic = collectives.traffic(compiled.as_text(), num_devices)
+      text = compiled.as_text()  # megabytes for a full model: read once
+      prog.traffic = collectives.traffic(text, num_devices)
       prog.hbm_traffic, prog.hbm_traffic_source = hbm_traffic(
-          lowered, compiled, chip, bytes_accessed)
+          lowered, text, chip, bytes_accessed)
       prog.compile_seconds = time.perf_counter() - t0
     return prog
   finally:

@@ -110,10 +110,6 @@ def footprint(kernel: str, bq: int, bk: int, d: int, dv: int, itemsize: int,
   return hp * (2 * blocks + scratch) + TILE_TEMPS[kernel] * bq * bk * f32
 
 
-def _round_up(x, m):
-  return -(-x // m) * m
-
-
 def block_sizes(lq: int, lk: int, d: int, dv: int, dtype,
                 chip_name: str = DEFAULT_CHIP, hp: int = 1) -> tuple[int, int]:
   """``(bq, bk)`` by the module rule for one (batch, ``hp`` heads) block."""
