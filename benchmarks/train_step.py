@@ -55,9 +55,9 @@ def matmul_rate(n: int = 2048, reps: int = 10) -> float:
 def step_alone(config, steps: int) -> tuple[float, float | None]:
   """(steps/s, flops per step) of the compiled train step on a fixed batch."""
   import jax  # pylint: disable=g-import-not-at-top
-  from softattn import data, optim, sharding, train  # pylint: disable=g-import-not-at-top
-  cfg, info = train.resolve_config(config)
-  model = train._build_model(cfg)  # pylint: disable=protected-access
+  from softattn import configlib, data, optim, sharding, train  # pylint: disable=g-import-not-at-top
+  cfg, info = configlib.resolve_config(config)
+  model = configlib.build_model(cfg)
   mesh = sharding.make_mesh(cfg.mesh)
   tx, schedule = optim.make_optimizer(cfg, cfg.total_steps)
   state, state_sh = train.init_state(cfg, model, tx, info, mesh)

@@ -1,4 +1,4 @@
-"""The training config's schema: defaults, key checks and resolution.
+"""The training config's schema: defaults, key checks and a registry of checks.
 
 ``default_config()`` is the schema, written once: every key the loop reads is
 in it, with its default or a typed placeholder (``config_dict.placeholder``:
@@ -10,26 +10,24 @@ typo such as ``--config.totl_steps`` or ``config.optimizer.lr`` is a
 Free-form sections (``FREE_FORM``) are not checked here, because their keys
 belong to what consumes them: ``data`` (the dataset and its preprocessing,
 ``softattn.data``), ``model`` (the model's constructor arguments; a wrong
-one fails in ``build_model``), ``fewshot`` (``softattn.fewshot``) and
-``mesh`` (``softattn.sharding.mesh_shape`` names the valid axes).
+one fails in ``configlib.build_model``), ``fewshot`` (``softattn.fewshot``)
+and ``mesh`` (``softattn.sharding.mesh_shape`` names the valid axes).
 
-``resolve_config`` runs before anything compiles: it merges a config into
-the defaults, checks names (loss, optimizer, schedule, normalizer, sharding
-strategy, compute dtype), the mesh against the batch, the dataset, and fills
-the derived fields (``total_steps`` from ``num_epochs``,
-``model.num_classes``). Config files (``configs/*.py``) start from
-``softattn.configlib.default_config()`` and never import the trainer.
+This module is the bottom of the import graph: it imports nothing of
+softattn. The modules that read a field register its valid values here
+(``register_names``, ``register_check``); ``softattn.configlib.resolve_config``
+(the one way to resolve a config) runs them with the mesh and dataset checks.
+Config files (``configs/*.py``) start from ``softattn.configlib.default_config()``
+and never import the trainer.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import ml_collections
 from ml_collections import config_dict
 
-COMPUTE_DTYPES = ("float32", "bfloat16")
 FREE_FORM = ("data", "model", "fewshot", "mesh")
 
 
@@ -134,7 +132,7 @@ def one_line(e: BaseException) -> str:
   return lines[0] if lines else type(e).__name__
 
 
-def _merged(given: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+def merged(given: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """``given`` over the defaults; checked sections merge key by key."""
   cfg = default_config()
   with cfg.unlocked():
@@ -149,110 +147,71 @@ def _merged(given: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   return cfg
 
 
-def _check_names(cfg) -> None:
-  """Names resolvable without data or compilation."""
-  # pylint: disable=g-import-not-at-top  (these import jax and the models)
-  from softattn import losses, normalizers, optim, sharding
-  try:
-    losses.from_config(cfg.loss)
-  except ValueError as e:
-    raise ConfigError(one_line(e)) from None
-  if cfg.optimizer.name not in optim.OPTIMIZERS:
-    raise ConfigError(f"Unknown optimizer {cfg.optimizer.name!r}; set "
-                      f"config.optimizer.name to one of {list(optim.OPTIMIZERS)}.")
-  if cfg.schedule.name not in optim.SCHEDULES:
-    raise ConfigError(f"Unknown schedule {cfg.schedule.name!r}; set "
-                      f"config.schedule.name to one of {list(optim.SCHEDULES)}.")
-  if cfg.compute_dtype not in COMPUTE_DTYPES:
-    raise ConfigError(f"Unknown compute_dtype {cfg.compute_dtype!r}; use one "
-                      f"of {list(COMPUTE_DTYPES)}.")
-  norm_spec = cfg.model.get("normalizer", None)
-  if norm_spec is not None:
-    try:
-      normalizers.get(norm_spec)
-    except (ValueError, KeyError, TypeError) as e:
-      raise ConfigError(f"config.model.normalizer={norm_spec!r}: "
-                        f"{one_line(e)}") from None
-  try:
-    sharding.check_rules(cfg.sharding_rules)
-  except (ValueError, TypeError) as e:
-    raise ConfigError(one_line(e)) from None
 
 
-def _check_mesh(cfg, num_devices: int | None) -> None:
-  """The mesh fits the devices and its ``data`` axis divides the batches."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from softattn import sharding  # pylint: disable=g-import-not-at-top
-  n = jax.device_count() if num_devices is None else num_devices
-  try:
-    n_data, _ = sharding.mesh_shape(cfg.mesh, n)
-  except ValueError as e:
-    raise ConfigError(one_line(e)) from None
-  if cfg.batch_size % n_data:
-    raise ConfigError(
-        f"batch_size={cfg.batch_size} is not divisible by the mesh's data axis "
-        f"({n_data} devices); set --config.batch_size to a multiple of {n_data} "
-        f"or change config.mesh.")
-  eval_bs = cfg.eval.batch_size or cfg.batch_size
-  if eval_bs % n_data:
-    raise ConfigError(f"config.eval.batch_size={eval_bs} is not divisible by "
-                      f"the data axis ({n_data}); use a multiple of {n_data}.")
+# ----------------------------------------------------------------------------
+# Checks the consumers register.
+#
+# Which values a field takes belongs to the module that reads it: ``optim``
+# knows its optimizers and schedules, ``losses`` its losses, ``normalizers``
+# the normalizer specs, ``sharding`` the rule strategies, ``steps`` the
+# compute dtypes. Each registers its check here when it is imported, so this
+# module imports none of them and stays at the bottom of the import graph
+# (tests/test_configs.py checks it). The schema only says which fields must be
+# checked; ``softattn.configlib.resolve_config`` imports the owners and runs
+# their checks.
+
+CHECKED = ("loss", "optimizer.name", "schedule.name", "compute_dtype",
+           "model.normalizer", "sharding_rules")
+_CHECKS: dict[str, Callable[[Any], Any]] = {}
 
 
-def _dataset_info(cfg) -> dict[str, Any]:
-  """The dataset must exist: a missing one is a config error, not a crash later."""
-  from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
-  if not cfg.data.get("name", None):
-    raise ConfigError("config.data.name is not set; use a TFDS name such as "
-                      "fashion_mnist, cifar10, cifar100, imagenet2012, imagenet21k.")
-  try:
-    return dict(data_lib.dataset_info(cfg.data))
-  except Exception as e:  # pylint: disable=broad-except
-    raise ConfigError(f"config.data (dataset {cfg.data.name!r}): "
-                      f"{one_line(e)}") from None
+def register_check(field: str, check: Callable[[Any], Any]) -> None:
+  """Registers ``check(value of config.<field>)`` for a field in ``CHECKED``.
 
-
-def resolve_config(config, *, num_devices: int | None = None,
-                   dataset_info: dict | None = None
-                   ) -> tuple[ml_collections.ConfigDict, dict]:
-  """Checks ``config`` and fills derived fields; returns ``(config, dataset_info)``.
-
-  Raises ``ConfigError`` (one line, naming the fix) for unknown keys, unknown
-  loss/optimizer/schedule/normalizer/sharding names, a batch size the
-  ``data`` axis does not divide, and a dataset that cannot be found.
-
-  Args:
-    config: a ``ConfigDict`` (or dict) over ``default_config()``.
-    num_devices: devices of the mesh (default ``jax.device_count()``); e.g.
-      the chips of a TPU topology compiled for ahead of time.
-    dataset_info: ``dict(num_classes, image_shape, num_train, num_eval)``;
-      when given, no dataset is looked up (compiling an ImageNet-21k config
-      on a machine without the data).
+  ``check`` raises ``ValueError``/``TypeError``/``KeyError`` with one line that
+  names the field and the fix. Registering a field again replaces its check
+  (a module reloaded in a notebook registers again).
   """
-  cfg = _merged(check_keys(config))
-  _check_names(cfg)
-  _check_mesh(cfg, num_devices)
-  info = dict(dataset_info) if dataset_info is not None else _dataset_info(cfg)
-  # Length of the run.
-  if cfg.total_steps is None:
-    if not cfg.num_epochs:
-      raise ConfigError("Set config.total_steps or config.num_epochs.")
-    cfg.total_steps = int(math.ceil(
-        cfg.num_epochs * info["num_train"] / cfg.batch_size))
-  cfg.total_steps = int(cfg.total_steps)
-  if cfg.total_steps < 1:
-    raise ConfigError(f"total_steps={cfg.total_steps}; it must be >= 1.")
-  with cfg.model.unlocked():
-    if cfg.model.get("num_classes", None) is None:
-      cfg.model.num_classes = int(info["num_classes"])
-  return cfg, info
+  if field not in CHECKED:
+    raise ValueError(f"config field {field!r} is not in config_schema.CHECKED "
+                     f"{list(CHECKED)}; add it there first.")
+  _CHECKS[field] = check
 
 
-def build_model(cfg):
-  """The Flax module ``config.model_name`` with ``config.model`` as arguments."""
-  from softattn import models  # pylint: disable=g-import-not-at-top
-  try:
-    return models.build_model(cfg.model_name, **cfg.model.to_dict())
-  except (ValueError, TypeError, KeyError) as e:
-    raise ConfigError(f"config.model_name={cfg.model_name!r} / config.model: "
-                      f"{one_line(e)}") from None
+def register_names(field: str, names: Sequence[str]) -> None:
+  """Registers the check "``config.<field>`` is one of ``names``"."""
+  valid, what = tuple(names), field.split(".")[0]
+
+  def check(value):
+    if value not in valid:
+      raise ValueError(f"Unknown {what} {value!r}; set config.{field} to one "
+                       f"of {list(valid)}.")
+  register_check(field, check)
+
+
+def _field(cfg, path: str) -> Any:
+  value = cfg
+  for key in path.split("."):
+    value = value.get(key, None) if value is not None else None
+  return value
+
+
+def check_fields(cfg) -> None:
+  """Runs every registered check on ``cfg`` (merged over the defaults).
+
+  Raises:
+    ConfigError: a field's value is invalid (the owner's one line), or a
+      field in ``CHECKED`` has no check because its owner was not imported.
+  """
+  missing = [f for f in CHECKED if f not in _CHECKS]
+  if missing:
+    raise ConfigError(
+        f"no check registered for config field(s) {missing}; resolve configs "
+        f"with softattn.configlib.resolve_config, which imports the modules "
+        f"that register them.")
+  for field in CHECKED:
+    try:
+      _CHECKS[field](_field(cfg, field))
+    except (ValueError, TypeError, KeyError) as e:
+      raise ConfigError(one_line(e)) from None

@@ -1,18 +1,46 @@
-"""Helpers for BigVision-style config files (``configs/*.py``).
+"""The one way in for configs: config files, overrides, resolution.
 
-A config file defines ``get_config(arg)``; ``arg`` is the text after ``:`` in
+A config file (``configs/*.py``, BigVision style) defines ``get_config(arg)``;
+``arg`` is the text after ``:`` in
 ``--config=configs/x.py:variant=S/16,normalizer=relu_seqlen,runlocal``.
 ``parse_arg`` turns it into a ``ConfigDict`` of typed fields. A config starts
 from ``default_config()`` (the schema, ``softattn.config_schema``, re-exported
-here with ``resolve_config`` and ``ConfigError``), so config files never
-import the trainer.
+here with ``ConfigError``), so config files never import the trainer.
 
 ``load_file("configs/x.py:arg")`` runs a config file and ``apply_override``
 sets one ``--config.<field>=<text>`` on the result, parsing the text into the
 field's type the way ``ml_collections.config_flags`` does. Both raise
-``ValueError`` with one line naming the fix; ``softattn.main`` and the sweep
-declarations share them, so a sweep's override is checked by the same code
-that will apply it.
+``ValueError`` with one line naming the fix; ``softattn.main``,
+``softattn.aot`` and the sweep declarations share them, so a sweep's override
+is checked by the same code that will apply it.
+
+``resolve_config(config)`` checks a config against everything it names
+(keys, registered names, mesh, dataset) and fills its derived fields, before
+anything compiles. Importing this module stays light (config files import
+it); ``resolve_config`` imports the modules that register their checks with
+the schema.
+
+Why not ``config_flags.DEFINE_config_file`` (as ``big_vision`` does)? With
+ml_collections 1.1 it cannot keep what the command line promises
+(tests/test_cli.py), each a one-line error naming the fix:
+  * an unknown field (``--config.model.dropout=0.1``) escapes flag parsing
+    as a bare ``AttributeError: 'dropout'`` (``KeyError`` for
+    ``--config.seed.x``): not an ``absl`` flag error, so a traceback, and it
+    names neither the field's path nor the valid fields;
+  * a ``ValueError`` from ``get_config`` (an unknown or mistyped config arg)
+    is re-raised with the whole traceback inside its message;
+  * a missing config file is no error while parsing: the flag holds a
+    placeholder that raises a multi-line ``IOError`` on first access;
+  * ``--config.model=vit`` (a section) is parsed as a ``ConfigDict`` literal
+    ("malformed node"), not "set its fields";
+  * overrides are found in ``sys.argv`` (or a ``sys_argv`` fixed when the flag
+    is defined) and each defines a new flag in the ``FlagValues``, so a second
+    command line in one process (the in-process CLI tests, sweep preflight)
+    needs a fresh ``FlagValues`` with every flag defined again.
+What it does do is reused here: its value parsers (``_PARSERS``) and
+``config_path`` (field types, setting values), so ``--config.x=...`` means
+what it means to ``config_flags``, with ``--config.x value`` and
+``--noconfig.x`` too.
 """
 
 from __future__ import annotations
@@ -20,20 +48,24 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import inspect
+import math
 import os
-from typing import Any
+import re
+from typing import Any, NamedTuple, Sequence
 
 from absl import flags
 import ml_collections
 from ml_collections.config_flags import config_path, tuple_parser
 
+from softattn import config_schema
 from softattn.config_schema import (ConfigError, check_keys, default_config,
-                                    known_keys, one_line, resolve_config)
+                                    known_keys, one_line)
 
 __all__ = ["ConfigError", "check_keys", "default_config", "known_keys",
-           "resolve_config", "parse_arg", "shrink_for_runlocal", "split_spec",
-           "load_module", "load_file", "one_line", "field_type", "parse_value",
-           "apply_override"]
+           "Resolved", "resolve_config", "build_model", "parse_arg",
+           "shrink_for_runlocal", "split_spec", "load_module", "config_module",
+           "load_file", "one_line", "field_type", "parse_value",
+           "apply_override", "split_overrides", "load_with_overrides"]
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -127,7 +159,16 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 def load_module(path: str):
-  """Imports the config file at ``path`` (a file, not a package module)."""
+  """Runs the Python file at ``path`` (not a package module) as a module.
+
+  Config files, sweep declarations and a study's ``sweep.py``/``report.py``
+  are loaded this way. The module's name is unique to the file's absolute
+  path, so two studies' ``sweep.py`` never collide; it is not added to
+  ``sys.modules``, so each call runs the file afresh.
+
+  Raises:
+    ValueError: no such ``.py`` file (listing the ones next to it).
+  """
   if not path.endswith(".py") or not os.path.isfile(path):
     where = os.path.dirname(path) or "."
     found = sorted(f for f in os.listdir(where) if f.endswith(".py")
@@ -135,11 +176,16 @@ def load_module(path: str):
     hint = (f"config files in {where}/: {', '.join(found)}" if found else
             f"paths are relative to {os.getcwd()}")
     raise ValueError(f"config file {path!r} not found; {hint}.")
-  name = "softattn_config_" + os.path.splitext(
-      os.path.basename(path))[0].replace("-", "_")
+  name = "softattn_file_" + re.sub(r"\W", "_", os.path.abspath(path))
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
+  return module
+
+
+def config_module(path: str):
+  """``load_module(path)`` of a config file: one that defines ``get_config``."""
+  module = load_module(path)
   if not callable(getattr(module, "get_config", None)):
     raise ValueError(f"config file {path!r} defines no get_config(arg).")
   return module
@@ -164,7 +210,7 @@ def load_file(spec: str, *, lock: bool = True) -> ml_collections.ConfigDict:
       names the file.
   """
   path, arg = split_spec(spec)
-  module = load_module(path)
+  module = config_module(path)
   try:
     config = call_with_arg(module.get_config, arg)
   except (ValueError, TypeError, KeyError) as e:
@@ -247,3 +293,162 @@ def apply_override(config: ml_collections.ConfigDict, path: str, value: Any
   except (TypeError, ValueError) as e:
     raise ValueError(f"cannot set config.{path}={value!r}: {one_line(e)}"
                      ) from None
+
+
+def split_overrides(argv: Sequence[str]
+                    ) -> tuple[list[str], list[tuple[str, str]]]:
+  """Separates ``--config.<field>[=<value>]`` overrides from the other flags.
+
+  Returns ``(other_argv, [(field, text), ...])``. A bare ``--config.<f>`` means
+  ``true`` and ``--noconfig.<f>`` ``false``, as absl's boolean flags;
+  ``--config.<f> <value>`` takes the next token unless it is another flag.
+  """
+  rest, overrides = [], []
+  args = list(argv)
+  i = 0
+  while i < len(args):
+    arg = args[i]
+    name, eq, text = arg.partition("=")
+    if name.startswith(("--config.", "--noconfig.")):
+      field = name.split(".", 1)[1]
+      if name.startswith("--noconfig."):
+        text = "false"
+      elif not eq:
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+          i += 1
+          text = args[i]
+        else:
+          text = "true"
+      overrides.append((field, text))
+    else:
+      rest.append(arg)
+    i += 1
+  return rest, overrides
+
+
+def load_with_overrides(spec: str, overrides: Sequence[tuple[str, str]]
+                        ) -> ml_collections.ConfigDict:
+  """``load_file(spec)`` with each ``(field, text)`` override applied, in order.
+
+  Raises:
+    ValueError: one line naming the fix (see ``load_file``, ``apply_override``).
+  """
+  config = load_file(spec)
+  for field, text in overrides:
+    apply_override(config, field, text)
+  return config
+
+
+# ----------------------------------------------------------------------------
+# Resolution: the config against the code, the devices and the data.
+
+
+class Resolved(NamedTuple):
+  """A config ``resolve_config`` checked and completed, with its dataset's facts.
+
+  ``dataset_info`` is ``dict(num_classes, image_shape, num_train, num_eval)``.
+  Unpacks as ``cfg, info = resolve_config(config)``.
+  """
+  config: ml_collections.ConfigDict
+  dataset_info: dict
+
+
+def _import_owners() -> None:
+  """Imports the modules that register checks with ``config_schema``."""
+  # pylint: disable=g-import-not-at-top,unused-import
+  from softattn import losses, normalizers, optim, sharding, steps  # noqa: F401
+
+
+def _check_mesh(cfg, num_devices: int | None) -> None:
+  """The mesh fits the devices and its ``data`` axis divides the batches."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from softattn import sharding  # pylint: disable=g-import-not-at-top
+  n = jax.device_count() if num_devices is None else num_devices
+  try:
+    n_data, _ = sharding.mesh_shape(cfg.mesh, n)
+  except ValueError as e:
+    raise ConfigError(one_line(e)) from None
+  if cfg.batch_size % n_data:
+    raise ConfigError(
+        f"batch_size={cfg.batch_size} is not divisible by the mesh's data axis "
+        f"({n_data} devices); set --config.batch_size to a multiple of {n_data} "
+        f"or change config.mesh.")
+  eval_bs = cfg.eval.batch_size or cfg.batch_size
+  if eval_bs % n_data:
+    raise ConfigError(f"config.eval.batch_size={eval_bs} is not divisible by "
+                      f"the data axis ({n_data}); use a multiple of {n_data}.")
+
+
+def _dataset_info(cfg) -> dict[str, Any]:
+  """The dataset must exist: a missing one is a config error, not a crash later."""
+  from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
+  if not cfg.data.get("name", None):
+    raise ConfigError("config.data.name is not set; use a TFDS name such as "
+                      "fashion_mnist, cifar10, cifar100, imagenet2012, imagenet21k.")
+  try:
+    return dict(data_lib.dataset_info(cfg.data))
+  except Exception as e:  # pylint: disable=broad-except
+    raise ConfigError(f"config.data (dataset {cfg.data.name!r}): "
+                      f"{one_line(e)}") from None
+
+
+def resolve_config(config, *, num_devices: int | None = None,
+                   dataset_info: dict | None = None) -> Resolved:
+  """Checks ``config`` and fills derived fields; returns ``Resolved(config, dataset_info)``.
+
+  Raises ``ConfigError`` (one line, naming the fix) for unknown keys, unknown
+  loss/optimizer/schedule/normalizer/sharding names (the checks their modules
+  register with ``config_schema``), a batch size the ``data`` axis does not
+  divide, and a dataset that cannot be found. Derived: ``total_steps`` from
+  ``num_epochs``, ``model.num_classes`` from the dataset.
+
+  Idempotent: a ``Resolved`` comes back as it is (no second dataset lookup),
+  or, given ``num_devices``/``dataset_info``, is checked again against those
+  with its own dataset facts.
+
+  Args:
+    config: a ``ConfigDict`` (or dict) over ``default_config()``, or a
+      ``Resolved``.
+    num_devices: devices of the mesh (default ``jax.device_count()``); e.g.
+      the chips of a TPU topology compiled for ahead of time.
+    dataset_info: ``dict(num_classes, image_shape, num_train, num_eval)``;
+      when given, no dataset is looked up (compiling an ImageNet-21k config
+      on a machine without the data).
+  """
+  if isinstance(config, Resolved):
+    if num_devices is None and dataset_info is None:
+      return config
+    config, dataset_info = config.config, (
+        config.dataset_info if dataset_info is None else dataset_info)
+  _import_owners()
+  cfg = config_schema.merged(check_keys(config))
+  config_schema.check_fields(cfg)
+  _check_mesh(cfg, num_devices)
+  info = dict(dataset_info) if dataset_info is not None else _dataset_info(cfg)
+  # Length of the run.
+  if cfg.total_steps is None:
+    if not cfg.num_epochs:
+      raise ConfigError("Set config.total_steps or config.num_epochs.")
+    cfg.total_steps = int(math.ceil(
+        cfg.num_epochs * info["num_train"] / cfg.batch_size))
+  cfg.total_steps = int(cfg.total_steps)
+  if cfg.total_steps < 1:
+    raise ConfigError(f"total_steps={cfg.total_steps}; it must be >= 1.")
+  with cfg.model.unlocked():
+    if cfg.model.get("num_classes", None) is None:
+      cfg.model.num_classes = int(info["num_classes"])
+  return Resolved(cfg, info)
+
+
+def build_model(cfg):
+  """The Flax module ``config.model_name`` with ``config.model`` as arguments.
+
+  Constructing it traces nothing; a wrong model field (e.g. a ViT variant)
+  is a ``ConfigError`` naming the field.
+  """
+  from softattn import models  # pylint: disable=g-import-not-at-top
+  try:
+    return models.build_model(cfg.model_name, **cfg.model.to_dict())
+  except (ValueError, TypeError, KeyError) as e:
+    raise ConfigError(f"config.model_name={cfg.model_name!r} / config.model: "
+                      f"{one_line(e)}") from None

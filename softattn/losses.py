@@ -14,7 +14,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from softattn import normalizers
+from softattn import config_schema, normalizers
 from softattn.normalizers import core as normalizers_core
 
 
@@ -137,6 +137,9 @@ def from_config(loss_config) -> Callable[[jax.Array, jax.Array], jax.Array]:
   kwargs = {k: loss_config[k] for k in PARAMS
             if k in loss_config and loss_config[k] is not None}
   return get(loss_config.name, **kwargs)
+
+
+config_schema.register_check("loss", from_config)
 
 
 def smooth_labels(onehot: jax.Array, smoothing: float) -> jax.Array:

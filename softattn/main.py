@@ -3,8 +3,10 @@ r"""Command line: ``python -m softattn.main --config=<file>.py[:<arg>] --workdir
 Any config field can be overridden, e.g.
 ``--config.total_steps=200 --config.model.normalizer='normsoftmax(gamma=inf)'``;
 the text is parsed into the field's type as ``ml_collections.config_flags``
-does (``softattn.configlib``). Rerunning the same command resumes from the
-latest checkpoint in ``--workdir``.
+does (``softattn.configlib``, which says why not ``config_flags`` itself).
+The config is resolved once (``configlib.resolve_config``: one dataset
+lookup) and the resolved config is trained. Rerunning the same command
+resumes from the latest checkpoint in ``--workdir``.
 
 Exit codes:
   0: done (or saved after SIGTERM).
@@ -53,43 +55,13 @@ class Command:
   workdir: str
 
 
-def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
-  """Separates ``--config.<field>[=<value>]`` overrides from the other flags.
-
-  Returns ``(other_argv, [(field, text), ...])``. A bare ``--config.<f>`` means
-  ``true`` and ``--noconfig.<f>`` ``false``, as absl's boolean flags.
-  """
-  rest, overrides = [], []
-  args = list(argv)
-  i = 0
-  while i < len(args):
-    arg = args[i]
-    name, eq, text = arg.partition("=")
-    if name.startswith(("--config.", "--noconfig.")):
-      field = name.split(".", 1)[1]
-      if name.startswith("--noconfig."):
-        text = "false"
-      elif not eq:
-        # ``--config.x value`` unless the next token is another flag.
-        if i + 1 < len(args) and not args[i + 1].startswith("--"):
-          i += 1
-          text = args[i]
-        else:
-          text = "true"
-      overrides.append((field, text))
-    else:
-      rest.append(arg)
-    i += 1
-  return rest, overrides
-
-
 def parse_command_line(argv: Sequence[str]) -> Command:
   """Parses ``argv`` (``argv[0]`` is the program) and loads the config.
 
   Everything here is pure Python: no JAX backend is initialised and nothing
   is compiled. Raises ``UsageError`` (one line) for anything wrong.
   """
-  rest, overrides = split_overrides(argv)
+  rest, overrides = configlib.split_overrides(argv)
   flags.FLAGS.unparse_flags()  # a fresh parse, also when called again (tests)
   try:
     unparsed = flags.FLAGS(rest, known_only=False)
@@ -106,32 +78,27 @@ def parse_command_line(argv: Sequence[str]) -> Command:
     raise UsageError("--workdir is required (outputs and checkpoints go "
                      "there, e.g. --workdir=/tmp/run).")
   try:
-    config = configlib.load_file(spec)
-    for field, text in overrides:
-      configlib.apply_override(config, field, text)
+    config = configlib.load_with_overrides(spec, overrides)
   except ValueError as e:
     raise UsageError(str(e)) from None
   return Command(config, workdir)
 
 
-def check_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+def check_config(config: ml_collections.ConfigDict) -> configlib.Resolved:
   """The training loop's own checks, then the model's construction.
 
-  ``train.resolve_config`` rejects unknown keys, names and datasets; building
-  the (unbound) model checks its fields, e.g. a ViT variant. Neither traces
-  nor compiles anything. Raises ``UsageError`` (one line).
+  ``configlib.resolve_config`` rejects unknown keys, names and datasets;
+  building the (unbound) model checks its fields, e.g. a ViT variant. Neither
+  traces nor compiles anything. Returns the resolved config, which
+  ``train.train_and_evaluate`` takes as it is. Raises ``UsageError`` (one
+  line).
   """
-  from softattn import models, train  # pylint: disable=g-import-not-at-top
   try:
-    cfg, _ = train.resolve_config(config)
-  except train.ConfigError as e:
+    resolved = configlib.resolve_config(config)
+    configlib.build_model(resolved.config)
+  except configlib.ConfigError as e:
     raise UsageError(str(e)) from None
-  try:
-    models.build_model(cfg.model_name, **cfg.model.to_dict())
-  except (ValueError, TypeError, KeyError) as e:
-    raise UsageError(f"config.model_name={cfg.model_name!r} / config.model: "
-                     f"{configlib.one_line(e)}") from None
-  return cfg
+  return resolved
 
 
 def fail(message: str, code: int) -> None:
@@ -179,11 +146,11 @@ def main(argv):
                jax.process_count(), jax.local_device_count())
   from softattn import train  # pylint: disable=g-import-not-at-top
   try:
-    check_config(command.config)
-    train.train_and_evaluate(command.config, command.workdir)
+    # Resolved once here (one dataset lookup); train takes it as it is.
+    train.train_and_evaluate(check_config(command.config), command.workdir)
   except UsageError as e:
     fail(f"config error: {e}", 2)
-  except train.ConfigError as e:
+  except configlib.ConfigError as e:
     fail(f"config error: {e}", 2)
   except train.NonFiniteError as e:
     fail(f"training stopped: {e}", 3)

@@ -28,6 +28,8 @@ from softattn import config_schema
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("constant", "warmup_cosine", "step", "warmup_linear")
+config_schema.register_names("optimizer.name", OPTIMIZERS)
+config_schema.register_names("schedule.name", SCHEDULES)
 # A group's overrides that belong to its schedule (the rest to its optimizer).
 _SCHEDULE_KEYS = frozenset(config_schema.default_config().schedule.keys()) - {
     "name"}

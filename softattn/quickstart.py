@@ -18,7 +18,6 @@ Rerunning resumes (or just re-reports) finished runs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 import subprocess
@@ -29,15 +28,13 @@ DEFAULT_NORMALIZERS = ("softmax", "normsoftmax(gamma=inf)")
 
 
 def _load_config_module():
+  from softattn import configlib  # pylint: disable=g-import-not-at-top
   path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "configs", "quickstart.py")
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} not found; run the quickstart from a "
                             "checkout of the repository (pip install -e .).")
-  spec = importlib.util.spec_from_file_location("softattn_quickstart_config", path)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+  return configlib.config_module(path)
 
 
 def ensure_fashion_mnist(data_dir: str | None) -> None:

@@ -28,6 +28,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from softattn import config_schema
+
 
 AXES = ("data", "model")
 STRATEGIES = ("replicate", "fsdp", "tp", "fsdp_tp")
@@ -94,6 +96,9 @@ def check_rules(rules) -> list[tuple[re.Pattern, str]]:
                        f"config.sharding_rules; use one of {list(STRATEGIES)}.")
     out.append((re.compile(pattern), strategy))
   return out
+
+
+config_schema.register_check("sharding_rules", check_rules)
 
 
 def tree_shardings(tree: Any, rules, mesh: Mesh) -> Any:

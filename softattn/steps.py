@@ -29,11 +29,14 @@ from jax.sharding import Mesh
 import numpy as np
 import optax
 
-from softattn import evaluate, losses, optim, sharding
+from softattn import config_schema, evaluate, losses, optim, sharding
 from softattn.data import mix
 
 Batch = dict[str, jax.Array]
 State = dict[str, Any]
+# config.compute_dtype: the dtype of the forward and backward (float32 params).
+COMPUTE_DTYPES = ("float32", "bfloat16")
+config_schema.register_names("compute_dtype", COMPUTE_DTYPES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,17 +46,10 @@ import numpy as np
 from absl import logging
 from clu import parameter_overview, periodic_actions
 
-from softattn import (checkpointing, config_schema, evaluate,
+from softattn import (checkpointing, configlib, evaluate,
                       init_from as init_from_lib, metrics as metrics_lib,
                       optim, runstate, sharding, steps as steps_lib)
 
-# The schema lives in softattn.config_schema (re-exported by configlib);
-# these names stay importable from here.
-ConfigError = config_schema.ConfigError
-default_config = config_schema.default_config
-check_keys = config_schema.check_keys
-resolve_config = config_schema.resolve_config
-_build_model = config_schema.build_model
 evaluate_split = evaluate.evaluate_split
 
 
@@ -215,13 +208,15 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
   """Trains and evaluates ``config`` in ``workdir``; returns the final metrics.
 
   Resumes automatically from the latest checkpoint in ``workdir/checkpoints``.
+  ``config`` is a raw config (resolved here: ``configlib.resolve_config``) or
+  one resolved already (``softattn.main`` passes it; not looked up again).
   Raises ``ConfigError`` (before compiling anything) for a bad config and
   ``NonFiniteError`` when the loss or gradients stop being finite.
   """
   workdir = os.path.abspath(workdir)
   is_main = jax.process_index() == 0
-  cfg, info = resolve_config(config)
-  model = _build_model(cfg)
+  cfg, info = configlib.resolve_config(config)
+  model = configlib.build_model(cfg)
   os.makedirs(workdir, exist_ok=True)
   status = runstate.Recorder(workdir, enabled=is_main)
   kind = runstate.FailureKind
@@ -236,11 +231,11 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
         f"KeyboardInterrupt after step {status.status.step}; rerun to resume "
         "from the last checkpoint"))
     raise
-  except ConfigError as e:
+  except configlib.ConfigError as e:
     status.failed(kind.CONFIG, str(e))
     raise
   except Exception as e:
-    status.failed(kind.ERROR, f"{type(e).__name__}: {config_schema.one_line(e)}")
+    status.failed(kind.ERROR, f"{type(e).__name__}: {configlib.one_line(e)}")
     raise
 
 

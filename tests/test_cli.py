@@ -124,7 +124,7 @@ def test_a_good_command_line_passes_the_same_checks(monkeypatch):
           "--config.verbose=false", "--noconfig.checkpoint_async"]
   with tfds.testing.mock_data(num_examples=4):
     command = cli.parse_command_line(["softattn.main", *argv])
-    cfg = cli.check_config(command.config)
+    cfg, _ = cli.check_config(command.config)
   assert cfg.total_steps == 5 and cfg.model.patch_size == (7, 7)
   assert cfg.verbose is False and cfg.checkpoint_async is False
   assert command.workdir == WD.split("=", 1)[1]

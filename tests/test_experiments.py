@@ -11,7 +11,6 @@
 """
 
 import dataclasses
-import importlib.util
 import json
 import os
 import shutil
@@ -47,12 +46,7 @@ SPECS = [
 
 
 def _module(path):
-  spec = importlib.util.spec_from_file_location(
-      "exp_" + path.replace("/", "_").replace(".py", ""),
-      os.path.join(EXP, path))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+  return configlib.load_module(os.path.join(EXP, path))
 
 
 @pytest.fixture(autouse=True)

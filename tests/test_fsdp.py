@@ -51,7 +51,7 @@ def _measure() -> dict:
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, os.path.join(REPO, "tests"))
   import train_runner  # pylint: disable=g-import-not-at-top
-  from softattn import optim, sharding, train  # pylint: disable=g-import-not-at-top
+  from softattn import configlib, optim, sharding, train  # pylint: disable=g-import-not-at-top
   assert jax.device_count() == 8, jax.devices()
   rng = np.random.default_rng(0)
   images = rng.uniform(-1, 1, (BATCH, 32, 32, 3)).astype(np.float32)
@@ -64,9 +64,9 @@ def _measure() -> dict:
     config.model.depth = 1
     config.eval.batch_size = BATCH
     config.schedule.warmup_steps = 0  # real updates from step 1
-    cfg, info = train.resolve_config(config, num_devices=ndev,
+    cfg, info = configlib.resolve_config(config, num_devices=ndev,
                                      dataset_info=INFO)
-    model = train._build_model(cfg)  # pylint: disable=protected-access
+    model = configlib.build_model(cfg)
     mesh = sharding.make_mesh(cfg.mesh, jax.devices()[:ndev])
     tx, schedule = optim.make_optimizer(cfg, cfg.total_steps)
     state, state_sh = train.init_state(cfg, model, tx, info, mesh,

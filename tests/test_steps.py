@@ -197,7 +197,6 @@ def test_free_form_sections_and_optional_fields_are_accepted():
   config.optimizer.groups = [dict(pattern="attn", name="sgd", base_lr=0.1)]
   config.schedule.boundaries = [10, 20]
   configlib.check_keys(config)
-  assert train.default_config is configlib.default_config  # old import path
 
 
 def test_dataset_info_skips_the_dataset_lookup():

@@ -10,7 +10,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from softattn import metrics, train
+from softattn import configlib, metrics, train
 
 sys.path.insert(0, os.path.dirname(__file__))
 import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -265,13 +265,13 @@ for name, mesh, rules in [("one", {{"data": 1, "model": 1}}, [[".*", "replicate"
 # The (4, 2) run really split the parameters: rebuild its state shardings
 # (on the mock dataset's info, as the runs: no prepared TFDS copy needed).
 import tensorflow_datasets as tfds
-from softattn import optim, sharding, train
+from softattn import configlib, optim, sharding, train
 with tfds.testing.mock_data(num_examples=24):
-  cfg, info = train.resolve_config(train_runner.apply_overrides(
+  cfg, info = configlib.resolve_config(train_runner.apply_overrides(
       train_runner.load_config({QUICK!r}),
       {{"mesh": {{"data": 4, "model": 2}}, "sharding_rules": [[".*", "fsdp_tp"]]}}))
 mesh = sharding.make_mesh(cfg.mesh)
-state, _ = train.init_state(cfg, train._build_model(cfg), optim.make_optimizer(cfg, 3)[0], info, mesh)
+state, _ = train.init_state(cfg, configlib.build_model(cfg), optim.make_optimizer(cfg, 3)[0], info, mesh)
 specs = [tuple(x.sharding.spec) for x in jax.tree.leaves(state["params"])]
 out["specs"] = [str(s) for s in specs]
 print("RESULT" + json.dumps(out))
@@ -296,7 +296,7 @@ print("RESULT" + json.dumps(out))
 ])
 def test_config_errors_are_one_line_and_precede_compilation(tmp_path, override, match):
   config = train_runner.apply_overrides(train_runner.load_config(QUICK), override)
-  with pytest.raises(train.ConfigError, match=match) as e:
+  with pytest.raises(configlib.ConfigError, match=match) as e:
     train.train_and_evaluate(config, str(tmp_path / "wd"))
   assert "\n" not in str(e.value)
   assert not (tmp_path / "wd").exists()  # nothing was set up, let alone compiled
@@ -305,12 +305,12 @@ def test_config_errors_are_one_line_and_precede_compilation(tmp_path, override, 
 def test_batch_not_divisible_and_missing_dataset(tmp_path):
   config = train_runner.load_config(QUICK)
   config.batch_size = 6
-  with pytest.raises(train.ConfigError, match="multiple of 4"):
-    train.resolve_config(config, num_devices=4)
+  with pytest.raises(configlib.ConfigError, match="multiple of 4"):
+    configlib.resolve_config(config, num_devices=4)
   config = train_runner.load_config(QUICK)
   config.data.name = "cifar10"
   config.data.data_dir = str(tmp_path / "empty")
-  with pytest.raises(train.ConfigError, match="cifar10") as e:
+  with pytest.raises(configlib.ConfigError, match="cifar10") as e:
     train.train_and_evaluate(config, str(tmp_path / "wd"))
   assert "\n" not in str(e.value)
 
@@ -335,10 +335,10 @@ def test_num_epochs_sets_total_steps_from_the_dataset_size():
   config.total_steps = None
   config.num_epochs = 0.5
   with tfds.testing.mock_data(num_examples=4):
-    cfg, info = train.resolve_config(config)
+    cfg, info = configlib.resolve_config(config)
   assert info["num_train"] > 0
   assert cfg.total_steps == int(np.ceil(0.5 * info["num_train"] / cfg.batch_size))
   config.num_epochs = None
-  with pytest.raises(train.ConfigError, match="num_epochs"):
+  with pytest.raises(configlib.ConfigError, match="num_epochs"):
     with tfds.testing.mock_data(num_examples=4):
-      train.resolve_config(config)
+      configlib.resolve_config(config)

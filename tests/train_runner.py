@@ -12,7 +12,6 @@ A separate process because XLA flags (fake devices) must be set before JAX is
 imported and because SIGKILL ends the process. Also importable (``run``).
 """
 
-import importlib.util
 import json
 import os
 import signal
@@ -22,13 +21,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_config(spec: str):
-  path, _, arg = spec.partition(":")
-  path = os.path.join(REPO, path)
-  mod_spec = importlib.util.spec_from_file_location("cfg_" + os.path.basename(path)[:-3], path)
-  mod = importlib.util.module_from_spec(mod_spec)
-  mod_spec.loader.exec_module(mod)
-  config = mod.get_config(arg or None)
-  return config
+  """``configs/<file>.py[:<arg>]`` (relative to the repository), unlocked."""
+  from softattn import configlib  # pylint: disable=g-import-not-at-top
+  return configlib.load_file(os.path.join(REPO, spec), lock=False)
 
 
 def apply_overrides(config, overrides):

@@ -7,7 +7,9 @@ r"""``python -m softattn.aot``: compile a config for a TPU topology, or the laun
 
 Runs on a CPU host (no TPU needed; libtpu from ``.[tpu-aot]``). Exit status
 0 when every program fits, 1 when one does not (a result, printed), 2 for a
-config or topology error.
+config or topology error (one line naming the fix). ``--config`` and its
+``--config.<field>=<value>`` overrides are read as ``softattn.main`` reads
+them (``softattn.configlib``, which says why not ``config_flags``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from __future__ import annotations
 import sys
 
 from absl import app, flags, logging
-from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Config file, BigVision style: configs/<name>.py:<arg>.",
-    lock_config=True)
+from softattn import configlib
+
+_CONFIG = flags.DEFINE_string(
+    "config", None, "Config file, BigVision style: configs/<name>.py:<arg>; "
+    "override fields with --config.<field>=<value>.")
 _TOPOLOGY = flags.DEFINE_string(
     "topology", None, "TPU slice, e.g. v4-32, v5e-256, v5p-128, 2xv5e-256.")
 _BATCH = flags.DEFINE_integer("batch", None, "Global batch (default: the config's).")
@@ -30,14 +33,26 @@ _ONLY = flags.DEFINE_string("only", None,
                             "table: only rows whose label contains this.")
 
 
+_OVERRIDES: list[tuple[str, str]] = []
+
+
+def _parse_flags(argv):
+  # The --config.<field> overrides are not absl flags: split them off first.
+  rest, overrides = configlib.split_overrides(argv)
+  _OVERRIDES[:] = overrides
+  try:
+    return flags.FLAGS(rest)
+  except flags.Error as e:
+    print(f"error: {configlib.one_line(e)}; see --helpfull.", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv):
   import jax  # pylint: disable=g-import-not-at-top
   # Compile for abstract TPU devices; the host's own backend is the CPU.
   jax.config.update("jax_platforms", "cpu")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  from softattn import train  # pylint: disable=g-import-not-at-top
-  from softattn import aot  # pylint: disable=g-import-not-at-top
   if argv[1:] == ["table"]:
     from softattn.aot import table  # pylint: disable=g-import-not-at-top
     table.main(_OUT.value, only=_ONLY.value)
@@ -48,9 +63,11 @@ def main(argv):
   if _CONFIG.value is None or not _TOPOLOGY.value:
     raise app.UsageError("Give --config=<file>.py:<args> and --topology=<name>.")
   try:
-    compiled = aot.compile_config(_CONFIG.value, _TOPOLOGY.value,
+    config = configlib.load_with_overrides(_CONFIG.value, _OVERRIDES)
+    from softattn import aot  # pylint: disable=g-import-not-at-top
+    compiled = aot.compile_config(config, _TOPOLOGY.value,
                                   batch=_BATCH.value, programs=_PROGRAMS.value)
-  except (train.ConfigError, ValueError) as e:
+  except ValueError as e:  # configlib.ConfigError is one
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
   print(aot.describe(compiled))
@@ -58,4 +75,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

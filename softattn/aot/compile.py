@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from softattn import optim, sharding, topology, train
+from softattn import configlib, optim, sharding, topology, train
 from softattn.aot import collectives, datasets, flops as flops_lib, memory
 
 
@@ -142,9 +142,9 @@ def compile_config(config, topology_name: str, *, batch: int | None = None,
   if batch is not None:
     config.batch_size = int(batch)
   info = dataset_info or datasets.dataset_info(config.data)
-  cfg, info = train.resolve_config(config, num_devices=len(devices),
+  cfg, info = configlib.resolve_config(config, num_devices=len(devices),
                                    dataset_info=info)
-  model = train._build_model(cfg)  # pylint: disable=protected-access
+  model = configlib.build_model(cfg)
   mesh = sharding.make_mesh(cfg.mesh, devices)
   steps_per_epoch = max(int(info["num_train"]) // cfg.batch_size, 1)
   tx, schedule = optim.make_optimizer(cfg, cfg.total_steps, steps_per_epoch)

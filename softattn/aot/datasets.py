@@ -1,6 +1,6 @@
 """Dataset facts for compiling a config on a host that does not hold the data.
 
-``train.resolve_config`` normally reads the class count, image shape and
+``configlib.resolve_config`` normally reads the class count, image shape and
 split sizes from the prepared TFDS dataset; an AOT compile for a pod runs
 where ImageNet is not, so it takes them from here: split sizes by name
 (published counts), the class count and stored image shape from

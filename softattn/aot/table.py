@@ -89,11 +89,11 @@ def row_config(row: Row):
 
 def compile_row(row: Row) -> dict:
   """One row's result as a JSON-able dict (compile figures + estimate)."""
-  from softattn import aot, train  # pylint: disable=g-import-not-at-top
+  from softattn import aot, configlib  # pylint: disable=g-import-not-at-top
   try:
     compiled = aot.compile_config(row_config(row), row.topology,
                                   programs=PROGRAMS)
-  except train.ConfigError as e:  # e.g. a batch the slice does not divide
+  except configlib.ConfigError as e:  # e.g. a batch the slice does not divide
     return dict(label=row.label, spec=row.spec, topology=row.topology,
                 overrides=[list(o) for o in row.overrides], note=row.note,
                 error=str(e), report=f"config error: {e}")

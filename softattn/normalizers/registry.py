@@ -37,6 +37,7 @@ import ast
 import math
 from typing import Callable, Union
 
+from softattn import config_schema
 from softattn.normalizers.core import Normalizer, SqrtHeadDim
 from softattn.normalizers.domains import EPS
 from softattn.normalizers.periodic import make_prenorm
@@ -152,3 +153,17 @@ def _prenorm_factory(inner: Normalizer | str | None = None, *, eps=1e-5,
 
 
 register(name="prenorm", factory=_prenorm_factory)
+
+
+def _check_config_spec(spec) -> None:
+  """``config.model.normalizer`` (``None``: the model's default) is a valid spec."""
+  if spec is None:
+    return
+  try:
+    get(spec)
+  except (ValueError, KeyError, TypeError) as e:
+    raise ValueError(f"config.model.normalizer={spec!r}: "
+                     f"{config_schema.one_line(e)}") from None
+
+
+config_schema.register_check("model.normalizer", _check_config_spec)

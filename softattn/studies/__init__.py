@@ -21,8 +21,10 @@ from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
 from softattn.studies.probes import (IMAGE_SHAPES, NUM_CLASSES,
                                      attention_weights, build_abstract,
                                      build_model, dump_json, load_images,
-                                     load_module, moved_from_init,
-                                     param_count, restore_checkpoint)
+                                     moved_from_init, param_count,
+                                     restore_checkpoint)
+# A study's sweep.py/report.py/claims.py is loaded as configs are.
+from softattn.configlib import load_module
 from softattn.studies.render import cell, claims_table, image, md_table
 from softattn.studies.runs import (Run, collect, mean_over_layers,
                                    median_train, read_csv, select, write_csv)

@@ -13,7 +13,8 @@ import argparse
 import os
 import sys
 
-from softattn.studies import claims, probes, render, runs, study as study_lib
+from softattn import configlib
+from softattn.studies import claims, render, runs, study as study_lib
 
 
 def _studies(experiments: str):
@@ -22,7 +23,7 @@ def _studies(experiments: str):
     rep = os.path.join(experiments, name, "report.py")
     if not os.path.exists(rep):
       continue
-    study = probes.load_module(rep).STUDY
+    study = configlib.load_module(rep).STUDY
     csv_path = os.path.join(experiments, name, study.csv_name)
     yield name, study, csv_path if os.path.exists(csv_path) else None
 

@@ -113,9 +113,9 @@ def attention_weights(config, state, images) -> dict[str, np.ndarray]:
 def init_params(config):
   """The parameters the training loop starts ``config`` from (its own
   ``train.init_state``, same seed); needs the dataset prepared."""
-  from softattn import models, optim, sharding, train  # pylint: disable=g-import-not-at-top
-  cfg, info = train.resolve_config(config)
-  model = models.build_model(cfg.model_name, **cfg.model.to_dict())
+  from softattn import configlib, optim, sharding, train  # pylint: disable=g-import-not-at-top
+  cfg, info = configlib.resolve_config(config)
+  model = configlib.build_model(cfg)
   tx, _ = optim.make_optimizer(cfg, int(cfg.total_steps))
   state, _ = train.init_state(cfg, model, tx, info,
                               sharding.make_mesh(cfg.mesh))
@@ -142,17 +142,6 @@ def _named(tree):
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
     yield "/".join(str(getattr(p, "key", getattr(p, "idx", p)))
                    for p in path), leaf
-
-
-def load_module(path: str):
-  """A study's ``sweep.py`` or ``report.py`` as a module, under a name unique
-  to its path so that two studies' files never collide."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  name = "softattn_study_" + re.sub(r"\W", "_", os.path.abspath(path))
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def dump_json(path: str, obj: Any) -> None:

@@ -103,7 +103,7 @@ def _call(fn, arg):
 
 def _load_module(path: str):
   try:
-    return configlib.load_module(path)
+    return configlib.config_module(path)
   except ValueError as e:
     raise SweepError(f"sweep {e}") from None
 
