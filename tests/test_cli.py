@@ -1,5 +1,7 @@
 """Every bad command line is one line naming the fix, exit code 2, nothing compiled.
 
+(``softattn.main``; ``softattn.aot`` reads ``--config`` with the same code.)
+
 One table of bad inputs. Each row runs in-process through the same
 ``parse_command_line`` + ``check_config`` that ``softattn.main`` runs before
 training (fast: no interpreter start per row); a few rows also run as real
@@ -136,6 +138,12 @@ def test_a_good_command_line_passes_the_same_checks(monkeypatch):
 def test_bad_inputs_exit_2_with_one_line_from_the_real_cli(tmp_path):
   rows = {r[0]: r for r in BAD_INPUTS}
   env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
+  # The AOT command line reads --config the same way (softattn.configlib).
+  aot = subprocess.Popen(
+      [sys.executable, "-m", "softattn.aot", f"--config={I21K}",
+       "--topology=v5e-1", "--config.model.variant=S/16",
+       "--config.totl_steps=5"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
   procs = {name: subprocess.Popen(
       [sys.executable, "-m", "softattn.main", *rows[name][1]], cwd=REPO,
       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -148,3 +156,7 @@ def test_bad_inputs_exit_2_with_one_line_from_the_real_cli(tmp_path):
     assert last.startswith("config error: "), (name, err[-2000:])
     assert re.search(rows[name][2], last.removeprefix("config error: ")), last
   assert not os.path.exists(WD.split("=", 1)[1])
+  out, err = aot.communicate(timeout=300)
+  assert aot.returncode == 2 and "Traceback" not in err, err[-2000:]
+  assert re.search(rows["unknown_top_field"][2],
+                   err.strip().splitlines()[-1].removeprefix("error: ")), err
