@@ -35,8 +35,9 @@ ml_collections 1.1 it cannot keep what the command line promises
     ("malformed node"), not "set its fields";
   * overrides are found in ``sys.argv`` (or a ``sys_argv`` fixed when the flag
     is defined) and each defines a new flag in the ``FlagValues``, so a second
-    command line in one process (the in-process CLI tests, sweep preflight)
-    needs a fresh ``FlagValues`` with every flag defined again.
+    command line in one process (the in-process CLI tests) needs a fresh
+    ``FlagValues`` with every flag defined again, and a sweep's
+    ``--set field=value`` (no command line of its own) cannot use it at all.
 What it does do is reused here: its value parsers (``_PARSERS``) and
 ``config_path`` (field types, setting values), so ``--config.x=...`` means
 what it means to ``config_flags``, with ``--config.x value`` and
