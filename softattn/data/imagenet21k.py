@@ -1,0 +1,383 @@
+"""``python -m softattn.data prepare imagenet21k --source=...``: the TFDS dataset.
+
+Builds ``<data_dir>/imagenet21k/1.0.0/``, which ``configs/i21k_vit.py`` reads
+through ``tfds.builder("imagenet21k", data_dir=...)`` like any prepared TFDS
+dataset: features ``image`` (JPEG), ``label`` (``ClassLabel`` over the sorted
+WordNet ids of the source: 21,843 for fall11, 19,167 for winter21) and
+``file_name`` (``<wnid>/<file>``), one split ``full``.
+
+Why not TFDS's own writer: it runs in one process (its parallel path is Apache
+Beam) and restarts from nothing when interrupted; 14M images need both
+processes and resume. So the writing is split as TFDS's writer does it, with
+files per unit of work:
+
+1. **encode**, one task per group of synsets (about ``task_bytes`` of
+   source): read, check and re-encode each image (``imagenet21k_source``),
+   give it the hash ``md5(<wnid>/<file>)``, and write the task's records to
+   one file sorted by hash, with the offset where each output shard's hash
+   range starts;
+2. **shard** ``j`` of ``n`` gathers hash range ``j`` from every task file,
+   sorts it, serialises it with the TFDS features and writes it with TFDS's
+   TFRecord file adapter as ``imagenet21k-full.tfrecord-0000j-of-0000n``;
+3. TFDS's ``folder_dataset.write_metadata`` writes ``dataset_info.json``,
+   the features and the split.
+
+Tasks and shards run in a pool of processes. Each finished one leaves a
+marker in ``<data_dir>/imagenet21k.build/`` (written by the parent after the
+worker's file is complete), so rerunning the same command after an
+interruption redoes only unmarked work; the build folder goes once the
+dataset is written. The records are stored in hash order, which is a fixed
+pseudo-random order: the output is the same byte for byte whatever the number
+of processes, interruptions or source form, and ``full[:51200]``, the
+held-out split of ``configs/i21k_vit.py`` (big_vision's), is a fixed random
+sample of 51,200 images.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import struct
+from typing import Callable, Iterable
+
+from etils import epath
+
+from softattn.data import i1k_in_i21k
+from softattn.data import imagenet21k_source as source_lib
+
+NAME = "imagenet21k"
+VERSION = "1.0.0"
+SPLIT = "full"
+FALL11_CLASSES = i1k_in_i21k.I21K_NUM_CLASSES  # 21,843 synsets
+# winter21_whole.tar: 19,167 synsets (2,674 fewer than fall11), per the
+# ImageNet release note of 2021 as quoted by timm's imagenet-w21 dataset card.
+WINTER21_CLASSES = 19_167
+SHARD_BYTES = 512 << 20   # target output shard size (TFDS keeps < 1 GiB)
+TASK_BYTES = 512 << 20    # source bytes per encode task (held in memory)
+_RECORD = struct.Struct("<16sIII")  # hash, label, key length, data length
+_COUNTS = ("kept", "cmyk", "not_jpeg", "undecodable")
+
+
+class PrepareError(RuntimeError):
+  """The dataset cannot be built as asked (message names the fix)."""
+
+
+def features(wnids):
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  return tfds.features.FeaturesDict({
+      "image": tfds.features.Image(shape=(None, None, 3),
+                                   encoding_format="jpeg"),
+      "label": tfds.features.ClassLabel(names=list(wnids)),
+      "file_name": tfds.features.Text(),
+  })
+
+
+def key_hash(key: str) -> bytes:
+  """The 16-byte md5 that orders the records (and picks their shard)."""
+  return hashlib.md5(key.encode("utf-8")).digest()
+
+
+def shard_of(digest: bytes, num_shards: int) -> int:
+  """Shard ``j`` holds the hashes in ``[j, j+1) * 2**128 / num_shards``."""
+  return (int.from_bytes(digest, "big") * num_shards) >> 128
+
+
+def i1k_table_applies(wnids: list[str]) -> bool:
+  """Whether ``softattn.data.i1k_in_i21k`` indexes these labels.
+
+  The shipped table is for the sorted fall11 wnids: with 21,843 labels it
+  must match entry for entry (else PrepareError); with any other count
+  (winter21) it does not apply and the run needs
+  ``config.eval.i21k_wnids_file`` (the dataset's ``label.labels.txt``).
+  """
+  if len(wnids) != FALL11_CLASSES:
+    return False
+  from softattn import evaluate  # pylint: disable=g-import-not-at-top
+  position = {w: i for i, w in enumerate(wnids)}
+  for i1k, index in zip(evaluate.i1k_wnids(), i1k_in_i21k.INDICES):
+    if position.get(i1k, i1k_in_i21k.MISSING) != index:
+      raise PrepareError(
+          f"{len(wnids)} synsets like fall11, but i1k class {i1k} is at label "
+          f"{position.get(i1k)} where softattn.data.i1k_in_i21k has {index}: "
+          "this is not the fall11 synset list")
+  return True
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclasses.dataclass
+class Plan:
+  source: str
+  wnids: list[str]
+  tasks: list[list[source_lib.Synset]]
+  num_shards: int
+
+  def to_json(self) -> dict:
+    return dict(source=self.source, wnids=self.wnids, num_shards=self.num_shards,
+                tasks=[[dataclasses.asdict(s) for s in t] for t in self.tasks])
+
+
+def make_plan(source: str, num_shards: int | None = None,
+              task_bytes: int = TASK_BYTES) -> Plan:
+  """Lists the source's synsets and groups them into tasks of ~task_bytes."""
+  synsets = source_lib.list_synsets(source)
+  tasks, current, size = [], [], 0
+  for s in synsets:
+    if current and size + s.size > task_bytes:
+      tasks.append(current)
+      current, size = [], 0
+    current.append(s)
+    size += s.size
+  tasks.append(current)
+  total = sum(s.size for s in synsets)
+  if num_shards is None:
+    num_shards = max(1, math.ceil(total / SHARD_BYTES))
+  return Plan(os.path.abspath(source), [s.wnid for s in synsets], tasks,
+              num_shards)
+
+
+# ------------------------------------------------------ work in the workers
+
+
+def encode_task(synsets: list[source_lib.Synset], labels: list[int],
+                num_shards: int, out: str) -> dict:
+  """Encode task: one file of records sorted by hash; returns its index.
+
+  ``offsets[j]`` is where shard ``j``'s records start (``offsets[-1]`` is the
+  file size); ``counts`` says what ``clean_image`` did, ``skipped`` names the
+  undecodable files.
+  """
+  records, counts, skipped = [], dict.fromkeys(_COUNTS, 0), []
+  for synset, label in zip(synsets, labels):
+    for name, data in source_lib.iter_images(synset):
+      key = f"{synset.wnid}/{name}"
+      jpeg, what = source_lib.clean_image(data)
+      counts[what] += 1
+      if jpeg is None:
+        skipped.append(key)
+        continue
+      records.append((key_hash(key), key.encode("utf-8"), label, jpeg))
+  records.sort()
+  offsets, position, shard = [], 0, 0
+  with epath.Path(out).open("wb") as f:
+    for digest, key, label, jpeg in records:
+      while shard <= shard_of(digest, num_shards):
+        offsets.append(position)
+        shard += 1
+      f.write(_RECORD.pack(digest, label, len(key), len(jpeg)) + key + jpeg)
+      position += _RECORD.size + len(key) + len(jpeg)
+  offsets += [position] * (num_shards + 1 - len(offsets))
+  return dict(offsets=offsets, counts=counts, skipped=skipped)
+
+
+def _read_records(path: str, start: int, end: int):
+  with epath.Path(path).open("rb") as f:
+    f.seek(start)
+    buffer = f.read(end - start)
+  position = 0
+  while position < len(buffer):
+    digest, label, key_len, data_len = _RECORD.unpack_from(buffer, position)
+    position += _RECORD.size
+    key = buffer[position:position + key_len].decode("utf-8")
+    position += key_len
+    yield digest, key, label, buffer[position:position + data_len]
+    position += data_len
+
+
+_FEATURES = {}
+
+
+def write_shard(parts: list[tuple[str, int, int]], wnids: list[str],
+                out: str) -> dict:
+  """One output shard: its hash range from every task file, sorted, written by
+  TFDS's TFRecord adapter with the TFDS features' serialisation."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  key = tuple(wnids)
+  if key not in _FEATURES:
+    _FEATURES.clear()
+    _FEATURES[key] = features(wnids)
+  feats = _FEATURES[key]
+  records = sorted(r for part in parts for r in _read_records(*part))
+
+  def serialized():
+    for digest, name, label, jpeg in records:
+      example = feats.serialize_example(
+          {"image": jpeg, "label": label, "file_name": name})
+      # The proto's feature map is written in an order that varies between
+      # processes; deterministic bytes make every build of a source identical.
+      yield digest, tf.train.Example.FromString(example).SerializeToString(
+          deterministic=True)
+  adapter = tfds.core.file_adapters.ADAPTER_FOR_FORMAT[
+      tfds.core.FileFormat.TFRECORD]
+  adapter.write_examples(out, serialized())
+  return dict(count=len(records), num_bytes=epath.Path(out).stat().length)
+
+
+# ------------------------------------------------------------ the parent
+
+
+def _template(version_dir):
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  return tfds.core.naming.ShardedFileTemplate(
+      data_dir=version_dir, dataset_name=NAME, split=SPLIT,
+      filetype_suffix="tfrecord")
+
+
+def _mark(path: epath.Path, result: dict) -> None:
+  """Written by the parent once a worker's file is complete: the resume marker."""
+  path.write_text(json.dumps(result))
+
+
+def _run(jobs: list[tuple[Callable, tuple]], processes: int,
+         done: Callable[[int, dict], None]) -> None:
+  """Runs ``fn(*args)`` for each job (in ``processes`` workers), calling
+  ``done(job index, result)`` in the parent as each one finishes."""
+  if processes <= 1:
+    for i, (fn, args) in enumerate(jobs):
+      done(i, fn(*args))
+    return
+  # spawn: the parent has TensorFlow's threads running; forking it is unsafe.
+  with concurrent.futures.ProcessPoolExecutor(
+      processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+    futures = {pool.submit(fn, *args): i for i, (fn, args) in enumerate(jobs)}
+    for future in concurrent.futures.as_completed(futures):
+      done(futures[future], future.result())
+
+
+@dataclasses.dataclass
+class Report:
+  num_classes: int
+  num_examples: int
+  counts: dict[str, int]
+  skipped: list[str]
+  resumed_tasks: int
+  resumed_shards: int
+  i1k_table_applies: bool
+  version_dir: str
+
+
+def _check_plan(build: epath.Path, plan: Plan) -> None:
+  path = build / "plan.json"
+  if path.exists():
+    if json.loads(path.read_text()) != plan.to_json():
+      raise PrepareError(
+          f"{build} holds an interrupted build of another source or shard "
+          "count; rerun with the same --source/--num_shards, or delete it")
+  else:
+    build.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan.to_json()))
+
+
+def _encode(build, plan, processes, log) -> tuple[list[dict], int]:
+  label = {w: i for i, w in enumerate(plan.wnids)}
+  markers = [build / f"task-{i:05d}.json" for i in range(len(plan.tasks))]
+  todo = [i for i, m in enumerate(markers) if not m.exists()]
+  jobs = [(encode_task, (plan.tasks[i], [label[s.wnid] for s in plan.tasks[i]],
+                         plan.num_shards, os.fspath(build / f"task-{i:05d}.records")))
+          for i in todo]
+
+  def done(j, result):
+    _mark(markers[todo[j]], result)
+    log(f"encoded task {todo[j] + 1}/{len(markers)}: "
+        f"{sum(result['counts'].values())} files")
+  _run(jobs, processes, done)
+  return [json.loads(m.read_text()) for m in markers], len(markers) - len(todo)
+
+
+def _write_shards(build, plan, tasks, version_dir, processes, log):
+  template = _template(version_dir)
+  n = plan.num_shards
+  markers = [build / f"shard-{j:05d}.json" for j in range(n)]
+  todo = [j for j, m in enumerate(markers) if not m.exists()]
+  files = [os.fspath(build / f"task-{i:05d}.records") for i in range(len(tasks))]
+  jobs = [(write_shard, ([(f, t["offsets"][j], t["offsets"][j + 1])
+                                for f, t in zip(files, tasks)],
+                         plan.wnids,
+                         os.fspath(template.sharded_filepath(shard_index=j,
+                                                             num_shards=n))))
+          for j in todo]
+
+  def done(k, result):
+    _mark(markers[todo[k]], result)
+    log(f"wrote shard {todo[k] + 1}/{n}: {result['count']} images")
+  _run(jobs, processes, done)
+  return [json.loads(m.read_text()) for m in markers], n - len(todo), template
+
+
+def _description(plan, counts, skipped) -> str:
+  return (
+      f"ImageNet-21k from {os.path.basename(plan.source)}: "
+      f"{len(plan.wnids)} synsets, labels = the sorted WordNet ids. "
+      f"Re-encoded as RGB JPEG: {counts['cmyk']} CMYK, {counts['not_jpeg']} "
+      f"not JPEG; skipped as undecodable: {len(skipped)} "
+      f"({', '.join(skipped[:20])}). Records in md5(file_name) order; "
+      "configs/i21k_vit.py holds out full[:51200]. Built by "
+      "`python -m softattn.data prepare imagenet21k` (softattn).")
+
+
+def prepare(source: str, data_dir: str | None = None, *,
+            processes: int | None = None, num_shards: int | None = None,
+            task_bytes: int = TASK_BYTES,
+            log: Callable[[str], None] = print) -> Report:
+  """Builds (or resumes building) ``imagenet21k`` in ``data_dir``."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  root = epath.Path(data_dir or os.environ.get("TFDS_DATA_DIR")
+                    or "~/tensorflow_datasets").expanduser()
+  version_dir = root / NAME / VERSION
+  if (version_dir / "dataset_info.json").exists():
+    raise PrepareError(f"{version_dir} is already prepared; delete it to "
+                       "build again")
+  try:
+    plan = make_plan(source, num_shards, task_bytes)
+  except source_lib.SourceError as e:
+    raise PrepareError(str(e)) from None
+  applies = i1k_table_applies(plan.wnids)
+  build = root / f"{NAME}.build"
+  _check_plan(build, plan)
+  processes = processes or os.cpu_count() or 1
+  log(f"{len(plan.wnids)} synsets in {len(plan.tasks)} tasks -> "
+      f"{plan.num_shards} shards, {processes} processes")
+  version_dir.mkdir(parents=True, exist_ok=True)
+  tasks, resumed_tasks = _encode(build, plan, processes, log)
+  shards, resumed_shards, template = _write_shards(
+      build, plan, tasks, version_dir, processes, log)
+
+  counts = {k: sum(t["counts"][k] for t in tasks) for k in _COUNTS}
+  skipped = sorted(s for t in tasks for s in t["skipped"])
+  split = tfds.core.SplitInfo(
+      name=SPLIT, shard_lengths=[s["count"] for s in shards],
+      num_bytes=sum(s["num_bytes"] for s in shards), filename_template=template)
+  tfds.folder_dataset.write_metadata(
+      data_dir=version_dir, features=features(plan.wnids), split_infos=[split],
+      filename_template=template, check_data=False,
+      description=_description(plan, counts, skipped),
+      homepage="https://www.image-net.org/")
+  build.rmtree()
+  return Report(len(plan.wnids), sum(split.shard_lengths), counts, skipped,
+                resumed_tasks, resumed_shards, applies, os.fspath(version_dir))
+
+
+def summary(report: Report) -> Iterable[str]:
+  """The lines the command prints at the end."""
+  c = report.counts
+  yield (f"imagenet21k ready in {report.version_dir}: {report.num_examples} "
+         f"images, {report.num_classes} classes")
+  yield (f"re-encoded as RGB JPEG: {c['cmyk']} CMYK, {c['not_jpeg']} not JPEG; "
+         f"skipped {c['undecodable']} undecodable"
+         + (f": {', '.join(report.skipped[:20])}" if report.skipped else ""))
+  if report.resumed_tasks or report.resumed_shards:
+    yield (f"resumed: {report.resumed_tasks} encode tasks and "
+           f"{report.resumed_shards} shards were already done")
+  if report.i1k_table_applies:
+    yield "i1k-in-i21k: the shipped table (fall11 order) matches these labels"
+  else:
+    yield (f"i1k-in-i21k: {report.num_classes} classes is not fall11's "
+           f"{FALL11_CLASSES}; for i1k accuracy set config.eval."
+           f"i21k_wnids_file={report.version_dir}/label.labels.txt")
