@@ -35,6 +35,10 @@ def main(argv=None) -> int:
                     help="imagenet21k: worker processes (default: all cores)")
   prep.add_argument("--num_shards", type=int, default=None,
                     help="imagenet21k: output shards (default: ~512 MiB each)")
+  prep.add_argument("--build_dir", default=None,
+                    help="imagenet21k: work folder, kept until the end for "
+                         "resuming (default: <data_dir>/imagenet21k.build; "
+                         "use a local disk when data_dir is gs://)")
   args = parser.parse_args(argv)
   if args.dataset == "imagenet21k":
     return _imagenet21k(args)
@@ -62,7 +66,8 @@ def _imagenet21k(args) -> int:
   try:
     report = imagenet21k.prepare(args.source, args.data_dir,
                                  processes=args.processes,
-                                 num_shards=args.num_shards)
+                                 num_shards=args.num_shards,
+                                 build_dir=args.build_dir)
   except imagenet21k.PrepareError as e:
     print(f"error: {e}", file=sys.stderr)
     return 1

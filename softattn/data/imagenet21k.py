@@ -324,9 +324,15 @@ def _description(plan, counts, skipped) -> str:
 
 def prepare(source: str, data_dir: str | None = None, *,
             processes: int | None = None, num_shards: int | None = None,
-            task_bytes: int = TASK_BYTES,
+            task_bytes: int = TASK_BYTES, build_dir: str | None = None,
             log: Callable[[str], None] = print) -> Report:
-  """Builds (or resumes building) ``imagenet21k`` in ``data_dir``."""
+  """Builds (or resumes building) ``imagenet21k`` in ``data_dir``.
+
+  ``build_dir`` (default ``<data_dir>/imagenet21k.build``) holds the encoded
+  tasks and the resume markers until the end: about the dataset's size. Put
+  it on a local disk when ``data_dir`` is on gs://: every shard reads a range
+  of every task file.
+  """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   root = epath.Path(data_dir or os.environ.get("TFDS_DATA_DIR")
                     or "~/tensorflow_datasets").expanduser()
@@ -339,7 +345,7 @@ def prepare(source: str, data_dir: str | None = None, *,
   except source_lib.SourceError as e:
     raise PrepareError(str(e)) from None
   applies = i1k_table_applies(plan.wnids)
-  build = root / f"{NAME}.build"
+  build = epath.Path(build_dir) if build_dir else root / f"{NAME}.build"
   _check_plan(build, plan)
   processes = processes or os.cpu_count() or 1
   log(f"{len(plan.wnids)} synsets in {len(plan.tasks)} tasks -> "
