@@ -198,22 +198,6 @@ def test_the_training_pipeline_reads_it(built):
   assert len(evals) == 1 and evals[0]["mask"].all()
 
 
-def test_a_tiny_training_run(built, tmp_path):
-  from softattn import train  # pylint: disable=g-import-not-at-top
-  from tests import train_runner  # pylint: disable=g-import-not-at-top
-  config = train_runner.load_config("configs/i21k_vit.py:runlocal")
-  _, data = _i21k_data_config(
-      built[2]["folders"][0], pp_train="inception_crop(32)|flip_lr|"
-      "value_range(-1, 1)", pp_eval="resize_small(36)|central_crop(32)|"
-      "value_range(-1, 1)")
-  with config.unlocked():
-    config.data = data
-    config.checkpoint_async = False
-    config.verbose = False
-  final = train.train_and_evaluate(config, str(tmp_path))
-  assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
-
-
 _KILL = """
 import os, signal, sys
 from softattn.data import imagenet21k
@@ -255,6 +239,23 @@ def test_an_interrupted_build_resumes(built, tmp_path):
   assert len(files) == 4
 
 
+def test_the_command(built, tmp_path, capsys):
+  forms = built[1]
+  args = ["prepare", "imagenet21k", "--source", forms["tars"], "--data_dir",
+          str(tmp_path / "tfds"), "--processes", "1", "--build_dir",
+          str(tmp_path / "scratch")]
+  assert cli.main(args) == 0
+  out = capsys.readouterr().out
+  assert "19 images, 4 classes" in out
+  assert ("1 CMYK, 1 not JPEG; skipped 1 undecodable: "
+          "n00004475/n00004475_bad.JPEG") in out
+  assert not (tmp_path / "scratch").exists()
+  assert tfds.builder("imagenet21k", data_dir=str(tmp_path / "tfds")).info \
+      .splits["full"].num_shards == 1  # ~512 MiB per shard by default
+  assert cli.main(args) == 1
+  assert "already prepared" in capsys.readouterr().err
+
+
 def test_bad_sources_get_one_line(tmp_path, capsys):
   assert cli.main(["prepare", "imagenet21k", "--data_dir", str(tmp_path),
                    "--source", str(tmp_path / "nothing")]) == 1
@@ -268,6 +269,13 @@ def test_bad_sources_get_one_line(tmp_path, capsys):
                    "--source", str(tmp_path / "empty")]) == 1
   assert "holds no synsets" in capsys.readouterr().err
   assert cli.main(["prepare", "imagenet21k"]) == 2
+  assert "needs --source" in capsys.readouterr().err
+  (tmp_path / "tars").mkdir()
+  (tmp_path / "tars" / "n00000001.tar").write_bytes(b"x" * 700)  # damaged
+  assert cli.main(["prepare", "imagenet21k", "--data_dir", str(tmp_path),
+                   "--source", str(tmp_path / "tars"), "--processes", "1"]) == 1
+  err = capsys.readouterr().err
+  assert "cannot read synset n00000001" in err and len(err.splitlines()) == 1
 
 
 def test_clean_image_decides_by_content():

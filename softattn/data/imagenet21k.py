@@ -43,6 +43,7 @@ import math
 import multiprocessing
 import os
 import struct
+import tarfile
 from typing import Callable, Iterable
 
 from etils import epath
@@ -155,14 +156,19 @@ def encode_task(synsets: list[source_lib.Synset], labels: list[int],
   """
   records, counts, skipped = [], dict.fromkeys(_COUNTS, 0), []
   for synset, label in zip(synsets, labels):
-    for name, data in source_lib.iter_images(synset):
-      key = f"{synset.wnid}/{name}"
-      jpeg, what = source_lib.clean_image(data)
-      counts[what] += 1
-      if jpeg is None:
-        skipped.append(key)
-        continue
-      records.append((key_hash(key), key.encode("utf-8"), label, jpeg))
+    try:
+      for name, data in source_lib.iter_images(synset):
+        key = f"{synset.wnid}/{name}"
+        jpeg, what = source_lib.clean_image(data)
+        counts[what] += 1
+        if jpeg is None:
+          skipped.append(key)
+          continue
+        records.append((key_hash(key), key.encode("utf-8"), label, jpeg))
+    except (tarfile.TarError, OSError) as e:  # a damaged synset tar / folder
+      raise source_lib.SourceError(
+          f"cannot read synset {synset.wnid} ({synset.path}): {e}; replace "
+          "it from the release and rerun (finished work is kept)") from None
   records.sort()
   offsets, position, shard = [], 0, 0
   with epath.Path(out).open("wb") as f:
@@ -351,7 +357,10 @@ def prepare(source: str, data_dir: str | None = None, *,
   log(f"{len(plan.wnids)} synsets in {len(plan.tasks)} tasks -> "
       f"{plan.num_shards} shards, {processes} processes")
   version_dir.mkdir(parents=True, exist_ok=True)
-  tasks, resumed_tasks = _encode(build, plan, processes, log)
+  try:
+    tasks, resumed_tasks = _encode(build, plan, processes, log)
+  except source_lib.SourceError as e:
+    raise PrepareError(str(e)) from None
   shards, resumed_shards, template = _write_shards(
       build, plan, tasks, version_dir, processes, log)
 
