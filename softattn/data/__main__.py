@@ -32,7 +32,8 @@ def main(argv=None) -> int:
                          "a folder of nXXXXXXXX.tar, or a folder of "
                          "nXXXXXXXX/ image folders")
   prep.add_argument("--processes", type=int, default=None,
-                    help="imagenet21k: worker processes (default: all cores)")
+                    help="imagenet21k: worker processes, ~1 GiB each "
+                         "(default: the cores, at most 32)")
   prep.add_argument("--num_shards", type=int, default=None,
                     help="imagenet21k: output shards (default: ~512 MiB each)")
   prep.add_argument("--build_dir", default=None,

@@ -60,6 +60,9 @@ FALL11_CLASSES = i1k_in_i21k.I21K_NUM_CLASSES  # 21,843 synsets
 WINTER21_CLASSES = 19_167
 SHARD_BYTES = 512 << 20   # target output shard size (TFDS keeps < 1 GiB)
 TASK_BYTES = 512 << 20    # source bytes per encode task (held in memory)
+# Default worker count cap: each worker holds ~1 GiB (a task or a shard, and
+# TensorFlow), and past a few dozen processes the disks, not the CPUs, limit.
+MAX_DEFAULT_PROCESSES = 32
 _RECORD = struct.Struct("<16sIII")  # hash, label, key length, data length
 _COUNTS = ("kept", "cmyk", "not_jpeg", "undecodable")
 
@@ -353,7 +356,7 @@ def prepare(source: str, data_dir: str | None = None, *,
   applies = i1k_table_applies(plan.wnids)
   build = epath.Path(build_dir) if build_dir else root / f"{NAME}.build"
   _check_plan(build, plan)
-  processes = processes or os.cpu_count() or 1
+  processes = processes or min(os.cpu_count() or 1, MAX_DEFAULT_PROCESSES)
   log(f"{len(plan.wnids)} synsets in {len(plan.tasks)} tasks -> "
       f"{plan.num_shards} shards, {processes} processes")
   version_dir.mkdir(parents=True, exist_ok=True)
@@ -371,7 +374,7 @@ def prepare(source: str, data_dir: str | None = None, *,
       num_bytes=sum(s["num_bytes"] for s in shards), filename_template=template)
   tfds.folder_dataset.write_metadata(
       data_dir=version_dir, features=features(plan.wnids), split_infos=[split],
-      filename_template=template, check_data=False,
+      filename_template=template, check_data=True,  # TFDS reads one back
       description=_description(plan, counts, skipped),
       homepage="https://www.image-net.org/")
   build.rmtree()
