@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tarfile
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -196,6 +197,12 @@ def test_the_training_pipeline_reads_it(built):
   evals = list(pipeline.eval_dataset(data, "full[:4]", local_batch_size=4)
                .as_numpy_iterator())
   assert len(evals) == 1 and evals[0]["mask"].all()
+  # What the train loop gets: global jax.Arrays, the same first batch.
+  global_batch = next(pipeline.make_train_iter(data, global_batch_size=15,
+                                               seed=0))
+  assert isinstance(global_batch["image"], jax.Array)
+  np.testing.assert_array_equal(np.asarray(global_batch["label"]),
+                                batch["label"])
 
 
 _KILL = """
