@@ -21,7 +21,7 @@ from PIL import Image
 
 from softattn import evaluate
 from softattn.data import __main__ as cli
-from softattn.data import i1k_in_i21k, imagenet21k, pipeline
+from softattn.data import hashed_shards, i1k_in_i21k, imagenet21k, pipeline
 from softattn.data import imagenet21k_source as source_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,7 +122,7 @@ def test_three_forms_build_the_same_dataset(built):
   records = list(tfds.as_numpy(ds))
   names = [r["file_name"].decode() for r in records]
   # Stored in md5(file_name) order: a fixed, random-looking order.
-  assert names == sorted(names, key=imagenet21k.key_hash)
+  assert names == sorted(names, key=hashed_shards.key_hash)
   assert names != sorted(names)
   for r, name in zip(records, names):
     wnid, file = name.split("/")

@@ -9,7 +9,7 @@ WordNet ids of the source: 21,843 for fall11, 19,167 for winter21) and
 Why not TFDS's own writer: it runs in one process (its parallel path is Apache
 Beam) and restarts from nothing when interrupted; 14M images need both
 processes and resume. So the writing is split as TFDS's writer does it, with
-files per unit of work:
+files per unit of work (``softattn.data.hashed_shards``):
 
 1. **encode**, one task per group of synsets (about ``task_bytes`` of
    source): read, check and re-encode each image (``imagenet21k_source``),
@@ -35,19 +35,16 @@ sample of 51,200 images.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import hashlib
 import json
 import math
-import multiprocessing
 import os
-import struct
 import tarfile
 from typing import Callable, Iterable
 
 from etils import epath
 
+from softattn.data import hashed_shards
 from softattn.data import i1k_in_i21k
 from softattn.data import imagenet21k_source as source_lib
 
@@ -63,7 +60,6 @@ TASK_BYTES = 512 << 20    # source bytes per encode task (held in memory)
 # Default worker count cap: each worker holds ~1 GiB (a task or a shard, and
 # TensorFlow), and past a few dozen processes the disks, not the CPUs, limit.
 MAX_DEFAULT_PROCESSES = 32
-_RECORD = struct.Struct("<16sIII")  # hash, label, key length, data length
 _COUNTS = ("kept", "cmyk", "not_jpeg", "undecodable")
 
 
@@ -79,16 +75,6 @@ def features(wnids):
       "label": tfds.features.ClassLabel(names=list(wnids)),
       "file_name": tfds.features.Text(),
   })
-
-
-def key_hash(key: str) -> bytes:
-  """The 16-byte md5 that orders the records (and picks their shard)."""
-  return hashlib.md5(key.encode("utf-8")).digest()
-
-
-def shard_of(digest: bytes, num_shards: int) -> int:
-  """Shard ``j`` holds the hashes in ``[j, j+1) * 2**128 / num_shards``."""
-  return (int.from_bytes(digest, "big") * num_shards) >> 128
 
 
 def i1k_table_applies(wnids: list[str]) -> bool:
@@ -167,66 +153,13 @@ def encode_task(synsets: list[source_lib.Synset], labels: list[int],
         if jpeg is None:
           skipped.append(key)
           continue
-        records.append((key_hash(key), key.encode("utf-8"), label, jpeg))
+        records.append((hashed_shards.key_hash(key), key, label, jpeg))
     except (tarfile.TarError, OSError) as e:  # a damaged synset tar / folder
       raise source_lib.SourceError(
           f"cannot read synset {synset.wnid} ({synset.path}): {e}; replace "
           "it from the release and rerun (finished work is kept)") from None
-  records.sort()
-  offsets, position, shard = [], 0, 0
-  with epath.Path(out).open("wb") as f:
-    for digest, key, label, jpeg in records:
-      while shard <= shard_of(digest, num_shards):
-        offsets.append(position)
-        shard += 1
-      f.write(_RECORD.pack(digest, label, len(key), len(jpeg)) + key + jpeg)
-      position += _RECORD.size + len(key) + len(jpeg)
-  offsets += [position] * (num_shards + 1 - len(offsets))
+  offsets = hashed_shards.write_sorted(records, num_shards, out)
   return dict(offsets=offsets, counts=counts, skipped=skipped)
-
-
-def _read_records(path: str, start: int, end: int):
-  with epath.Path(path).open("rb") as f:
-    f.seek(start)
-    buffer = f.read(end - start)
-  position = 0
-  while position < len(buffer):
-    digest, label, key_len, data_len = _RECORD.unpack_from(buffer, position)
-    position += _RECORD.size
-    key = buffer[position:position + key_len].decode("utf-8")
-    position += key_len
-    yield digest, key, label, buffer[position:position + data_len]
-    position += data_len
-
-
-_FEATURES = {}
-
-
-def write_shard(parts: list[tuple[str, int, int]], wnids: list[str],
-                out: str) -> dict:
-  """One output shard: its hash range from every task file, sorted, written by
-  TFDS's TFRecord adapter with the TFDS features' serialisation."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  key = tuple(wnids)
-  if key not in _FEATURES:
-    _FEATURES.clear()
-    _FEATURES[key] = features(wnids)
-  feats = _FEATURES[key]
-  records = sorted(r for part in parts for r in _read_records(*part))
-
-  def serialized():
-    for digest, name, label, jpeg in records:
-      example = feats.serialize_example(
-          {"image": jpeg, "label": label, "file_name": name})
-      # The proto's feature map is written in an order that varies between
-      # processes; deterministic bytes make every build of a source identical.
-      yield digest, tf.train.Example.FromString(example).SerializeToString(
-          deterministic=True)
-  adapter = tfds.core.file_adapters.ADAPTER_FOR_FORMAT[
-      tfds.core.FileFormat.TFRECORD]
-  adapter.write_examples(out, serialized())
-  return dict(count=len(records), num_bytes=epath.Path(out).stat().length)
 
 
 # ------------------------------------------------------------ the parent
@@ -242,22 +175,6 @@ def _template(version_dir):
 def _mark(path: epath.Path, result: dict) -> None:
   """Written by the parent once a worker's file is complete: the resume marker."""
   path.write_text(json.dumps(result))
-
-
-def _run(jobs: list[tuple[Callable, tuple]], processes: int,
-         done: Callable[[int, dict], None]) -> None:
-  """Runs ``fn(*args)`` for each job (in ``processes`` workers), calling
-  ``done(job index, result)`` in the parent as each one finishes."""
-  if processes <= 1:
-    for i, (fn, args) in enumerate(jobs):
-      done(i, fn(*args))
-    return
-  # spawn: the parent has TensorFlow's threads running; forking it is unsafe.
-  with concurrent.futures.ProcessPoolExecutor(
-      processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-    futures = {pool.submit(fn, *args): i for i, (fn, args) in enumerate(jobs)}
-    for future in concurrent.futures.as_completed(futures):
-      done(futures[future], future.result())
 
 
 @dataclasses.dataclass
@@ -296,7 +213,7 @@ def _encode(build, plan, processes, log) -> tuple[list[dict], int]:
     _mark(markers[todo[j]], result)
     log(f"encoded task {todo[j] + 1}/{len(markers)}: "
         f"{sum(result['counts'].values())} files")
-  _run(jobs, processes, done)
+  hashed_shards.run_jobs(jobs, processes, done)
   return [json.loads(m.read_text()) for m in markers], len(markers) - len(todo)
 
 
@@ -306,17 +223,16 @@ def _write_shards(build, plan, tasks, version_dir, processes, log):
   markers = [build / f"shard-{j:05d}.json" for j in range(n)]
   todo = [j for j, m in enumerate(markers) if not m.exists()]
   files = [os.fspath(build / f"task-{i:05d}.records") for i in range(len(tasks))]
-  jobs = [(write_shard, ([(f, t["offsets"][j], t["offsets"][j + 1])
-                                for f, t in zip(files, tasks)],
-                         plan.wnids,
-                         os.fspath(template.sharded_filepath(shard_index=j,
-                                                             num_shards=n))))
+  jobs = [(hashed_shards.write_shard,
+           ([(f, t["offsets"][j], t["offsets"][j + 1])
+             for f, t in zip(files, tasks)], features, plan.wnids,
+            os.fspath(template.sharded_filepath(shard_index=j, num_shards=n))))
           for j in todo]
 
   def done(k, result):
     _mark(markers[todo[k]], result)
     log(f"wrote shard {todo[k] + 1}/{n}: {result['count']} images")
-  _run(jobs, processes, done)
+  hashed_shards.run_jobs(jobs, processes, done)
   return [json.loads(m.read_text()) for m in markers], n - len(todo), template
 
 
