@@ -205,6 +205,27 @@ def test_the_training_pipeline_reads_it(built):
                                 batch["label"])
 
 
+@pytest.mark.slow
+def test_a_tiny_training_run(built, tmp_path):
+  """train_and_evaluate on the prepared miniature (the i21k config's runlocal
+  model; images cropped to 32 pixels to keep it small)."""
+  from softattn import train  # pylint: disable=g-import-not-at-top
+  from tests import train_runner  # pylint: disable=g-import-not-at-top
+  config = train_runner.load_config("configs/i21k_vit.py:runlocal")
+  _, data = _i21k_data_config(
+      built[2]["folders"][0], pp_train="inception_crop(32)|flip_lr|"
+      "value_range(-1, 1)", pp_eval="resize_small(36)|central_crop(32)|"
+      "value_range(-1, 1)")
+  with config.unlocked():
+    config.data = data
+    config.checkpoint_async = False
+    config.verbose = False
+  final = train.train_and_evaluate(config, str(tmp_path))
+  assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
+  status = json.load(open(tmp_path / "status.json", encoding="utf-8"))
+  assert status["state"] == "done"
+
+
 _KILL = """
 import os, signal, sys
 from softattn.data import imagenet21k
