@@ -163,6 +163,14 @@ def test_labels_file_and_the_i1k_table(built, capsys):
       last = w
   assert fall11 == sorted(fall11)
   assert imagenet21k.i1k_table_applies(fall11)
+  # fall11_whole.tar has 21,841 synsets: the two image-less ones of the
+  # 21,843-label space are added back when the i1k table then agrees.
+  imageless = (fall11[5], fall11[10_000])
+  source = [w for w in fall11 if w not in imageless]
+  assert imagenet21k.label_space(source, imageless) == fall11
+  wrong = (fall11[5], "n99999998")  # would shift every i1k label after 10,000
+  assert imagenet21k.label_space(source, wrong) == source
+  assert imagenet21k.label_space(WNIDS) == WNIDS
   shifted = fall11[1:] + ["n99999999"]  # every i1k class one label earlier
   with pytest.raises(imagenet21k.PrepareError, match="not the fall11"):
     imagenet21k.i1k_table_applies(shifted)
@@ -282,6 +290,23 @@ def test_the_command(built, tmp_path, capsys):
       .splits["full"].num_shards == 1  # ~512 MiB per shard by default
   assert cli.main(args) == 1
   assert "already prepared" in capsys.readouterr().err
+
+
+def test_labels_without_images(built, tmp_path, monkeypatch, capsys):
+  """An image-less label (as fall11's two) is in the label space, empty."""
+  monkeypatch.setattr(imagenet21k, "label_space",
+                      lambda wnids: sorted([*wnids, "n01440000"]))
+  assert cli.main(["prepare", "imagenet21k", "--source", built[1]["folders"],
+                   "--data_dir", str(tmp_path), "--processes", "1"]) == 0
+  assert ("the source's 4 synsets and n01440000, which have no images"
+          in capsys.readouterr().out)
+  builder = tfds.builder("imagenet21k", data_dir=str(tmp_path))
+  names = builder.info.features["label"].names
+  assert names == sorted(WNIDS + ["n01440000"])
+  assert "n01440000 (no images" in builder.info.description
+  labels = [names[int(r["label"])] for r in tfds.as_numpy(builder.as_dataset(
+      split="full", decoders={"image": tfds.decode.SkipDecoding()}))]
+  assert sorted(set(labels)) == WNIDS and len(labels) == 19
 
 
 def test_bad_sources_get_one_line(tmp_path, capsys):

@@ -3,7 +3,8 @@
 Builds ``<data_dir>/imagenet21k/1.0.0/``, which ``configs/i21k_vit.py`` reads
 through ``tfds.builder("imagenet21k", data_dir=...)`` like any prepared TFDS
 dataset: features ``image`` (JPEG), ``label`` (``ClassLabel`` over the sorted
-WordNet ids of the source: 21,843 for fall11, 19,167 for winter21) and
+WordNet ids of the source: 19,167 for winter21; for fall11 its 21,841 plus
+the 2 image-less ones of big_vision's 21,843, see ``label_space``) and
 ``file_name`` (``<wnid>/<file>``), one split ``full``.
 
 Why not TFDS's own writer: it runs in one process (its parallel path is Apache
@@ -55,6 +56,10 @@ FALL11_CLASSES = i1k_in_i21k.I21K_NUM_CLASSES  # 21,843 synsets
 # winter21_whole.tar: 19,167 synsets (2,674 fewer than fall11), per the
 # ImageNet release note of 2021 as quoted by timm's imagenet-w21 dataset card.
 WINTER21_CLASSES = 19_167
+# fall11_whole.tar has 21,841 synsets; big_vision's 21,843 labels add these
+# two, which have no images (google-research/big_transfer issue 18, where a
+# user names them; label_space adds them only if the i1k table then agrees).
+FALL11_IMAGELESS = ("n03931044", "n09859684")
 SHARD_BYTES = 512 << 20   # target output shard size (TFDS keeps < 1 GiB)
 TASK_BYTES = 512 << 20    # source bytes per encode task (held in memory)
 # Default worker count cap: each worker holds ~1 GiB (a task or a shard, and
@@ -77,6 +82,35 @@ def features(wnids):
   })
 
 
+def _i1k_mismatch(wnids: list[str]) -> str | None:
+  """Why ``softattn.data.i1k_in_i21k`` does not index ``wnids`` (None: it does)."""
+  from softattn import evaluate  # pylint: disable=g-import-not-at-top
+  position = {w: i for i, w in enumerate(wnids)}
+  for i1k, index in zip(evaluate.i1k_wnids(), i1k_in_i21k.INDICES):
+    if position.get(i1k, i1k_in_i21k.MISSING) != index:
+      return (f"i1k class {i1k} is at label {position.get(i1k)} where "
+              f"softattn.data.i1k_in_i21k has {index}")
+  return None
+
+
+def label_space(wnids: list[str],
+                imageless: tuple[str, ...] = FALL11_IMAGELESS) -> list[str]:
+  """The labels for a source whose sorted synsets are ``wnids``.
+
+  ``fall11_whole.tar`` holds 21,841 synsets; the 21,843-label space of
+  big_vision and the public checkpoints adds two that have no images
+  (``imageless``). A source of 21,841 synsets without them gets them added
+  when that puts every i1k class at its label in
+  ``softattn.data.i1k_in_i21k``; every other source keeps its own list.
+  """
+  if (len(wnids) == FALL11_CLASSES - len(imageless)
+      and not set(imageless) & set(wnids)):
+    padded = sorted([*wnids, *imageless])
+    if _i1k_mismatch(padded) is None:
+      return padded
+  return list(wnids)
+
+
 def i1k_table_applies(wnids: list[str]) -> bool:
   """Whether ``softattn.data.i1k_in_i21k`` indexes these labels.
 
@@ -87,14 +121,10 @@ def i1k_table_applies(wnids: list[str]) -> bool:
   """
   if len(wnids) != FALL11_CLASSES:
     return False
-  from softattn import evaluate  # pylint: disable=g-import-not-at-top
-  position = {w: i for i, w in enumerate(wnids)}
-  for i1k, index in zip(evaluate.i1k_wnids(), i1k_in_i21k.INDICES):
-    if position.get(i1k, i1k_in_i21k.MISSING) != index:
-      raise PrepareError(
-          f"{len(wnids)} synsets like fall11, but i1k class {i1k} is at label "
-          f"{position.get(i1k)} where softattn.data.i1k_in_i21k has {index}: "
-          "this is not the fall11 synset list")
+  mismatch = _i1k_mismatch(wnids)
+  if mismatch:
+    raise PrepareError(f"{len(wnids)} synsets like fall11, but {mismatch}: "
+                       "this is not the fall11 synset list")
   return True
 
 
@@ -128,8 +158,8 @@ def make_plan(source: str, num_shards: int | None = None,
   total = sum(s.size for s in synsets)
   if num_shards is None:
     num_shards = max(1, math.ceil(total / SHARD_BYTES))
-  return Plan(os.path.abspath(source), [s.wnid for s in synsets], tasks,
-              num_shards)
+  return Plan(os.path.abspath(source), label_space([s.wnid for s in synsets]),
+              tasks, num_shards)
 
 
 # ------------------------------------------------------ work in the workers
@@ -187,6 +217,7 @@ class Report:
   resumed_shards: int
   i1k_table_applies: bool
   version_dir: str
+  imageless: list[str] = dataclasses.field(default_factory=list)
 
 
 def _check_plan(build: epath.Path, plan: Plan) -> None:
@@ -236,10 +267,19 @@ def _write_shards(build, plan, tasks, version_dir, processes, log):
   return [json.loads(m.read_text()) for m in markers], n - len(todo), template
 
 
+def _imageless(plan) -> list[str]:
+  """Labels with no synset in the source (``label_space`` added them)."""
+  present = {s.wnid for task in plan.tasks for s in task}
+  return [w for w in plan.wnids if w not in present]
+
+
 def _description(plan, counts, skipped) -> str:
+  extra = _imageless(plan)
   return (
       f"ImageNet-21k from {os.path.basename(plan.source)}: "
-      f"{len(plan.wnids)} synsets, labels = the sorted WordNet ids. "
+      f"{len(plan.wnids)} labels = the sorted WordNet ids of its synsets"
+      + (f" and of {', '.join(extra)} (no images; big_vision's label space)"
+         if extra else "") + ". "
       f"Re-encoded as RGB JPEG: {counts['cmyk']} CMYK, {counts['not_jpeg']} "
       f"not JPEG; skipped as undecodable: {len(skipped)} "
       f"({', '.join(skipped[:20])}). Records in md5(file_name) order; "
@@ -295,7 +335,8 @@ def prepare(source: str, data_dir: str | None = None, *,
       homepage="https://www.image-net.org/")
   build.rmtree()
   return Report(len(plan.wnids), sum(split.shard_lengths), counts, skipped,
-                resumed_tasks, resumed_shards, applies, os.fspath(version_dir))
+                resumed_tasks, resumed_shards, applies, os.fspath(version_dir),
+                _imageless(plan))
 
 
 def summary(report: Report) -> Iterable[str]:
@@ -309,6 +350,10 @@ def summary(report: Report) -> Iterable[str]:
   if report.resumed_tasks or report.resumed_shards:
     yield (f"resumed: {report.resumed_tasks} encode tasks and "
            f"{report.resumed_shards} shards were already done")
+  if report.imageless:
+    yield (f"labels: the source's {report.num_classes - len(report.imageless)}"
+           f" synsets and {', '.join(report.imageless)}, which have no images:"
+           f" big_vision's {report.num_classes}-class label order")
   if report.i1k_table_applies:
     yield "i1k-in-i21k: the shipped table (fall11 order) matches these labels"
   else:

@@ -2,17 +2,18 @@
 
 Three source forms give the same synsets and the same images:
 
-* the official release tar (``fall11_whole.tar``, ``winter21_whole.tar``): a
-  tar of per-synset tars ``nXXXXXXXX.tar``. Its index (one header per synset
-  tar) is read once; each synset tar is then streamed straight out of the big
-  file from its offset, so nothing is extracted to disk and workers read
-  different synsets in parallel;
+* the official release tar (``fall11_whole.tar``; ``winter21_whole.tar`` once
+  its ``.gz`` is decompressed): a tar of per-synset tars ``nXXXXXXXX.tar``.
+  Its index (one header per synset tar) is read once; each synset tar is then
+  streamed straight out of the big file from its offset, so nothing is
+  extracted to disk and workers read different synsets in parallel;
 * a folder of per-synset tars (the release tar extracted one level);
 * a folder of per-class image folders ``nXXXXXXXX/*.JPEG``.
 
-Labels are the sorted WordNet ids of the synsets the source holds (21,843 for
-fall11). An image is named by ``<wnid>/<file name>`` in every form, so the
-three forms build byte-identical datasets.
+Labels are the sorted WordNet ids of the synsets the source holds (21,841 in
+``fall11_whole.tar``, 19,167 in winter21; ``imagenet21k.label_space`` adds
+fall11's two image-less synsets). An image is named by ``<wnid>/<file
+name>`` in every form, so the three forms build byte-identical datasets.
 
 ``clean_image`` decodes every image fully with Pillow: a file Pillow cannot
 decode is skipped (and counted); CMYK/YCCK JPEGs and images that are not JPEG
