@@ -2,9 +2,11 @@
 
 Four synsets (two of them ImageNet-1k classes) with a handful of small JPEGs,
 one CMYK JPEG, one PNG named ``.JPEG``, one grayscale JPEG and one truncated
-(undecodable) file, in each of the three source forms.
+(undecodable) file, in each of the three source forms (the release tar
+also gzipped, as winter21 ships).
 """
 
+import gzip
 import io
 import json
 import os
@@ -62,9 +64,11 @@ def _tar_bytes(members: dict) -> bytes:
 
 
 def write_forms(root, files) -> dict:
-  """The miniature as release tar, folder of tars and folder of folders."""
+  """The miniature as release tar (plain and gzipped), folder of tars and
+  folder of folders."""
   forms = {"folders": root / "folders", "tars": root / "tars",
-           "release": root / "fall11_whole.tar"}
+           "release": root / "fall11_whole.tar",
+           "gzipped": root / "winter21_whole.tar.gz"}
   forms["tars"].mkdir()
   synset_tars = {}
   for wnid, images in files.items():
@@ -74,7 +78,9 @@ def write_forms(root, files) -> dict:
     synset_tars[f"{wnid}.tar"] = _tar_bytes(images)
     (forms["tars"] / f"{wnid}.tar").write_bytes(synset_tars[f"{wnid}.tar"])
   (forms["folders"] / "README.txt").write_text("not a synset")
-  forms["release"].write_bytes(_tar_bytes(synset_tars))
+  release = _tar_bytes(synset_tars)
+  forms["release"].write_bytes(release)
+  forms["gzipped"].write_bytes(gzip.compress(release))
   return {k: str(v) for k, v in forms.items()}
 
 
@@ -86,13 +92,14 @@ def _shards(data_dir):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-  """The miniature in three forms, and each one built (one of them with 2
+  """The miniature in four forms, and each one built (two of them with 2
   worker processes); returns ``(files, forms, {form: (data_dir, report)})``."""
   root = tmp_path_factory.mktemp("i21k")
   files = miniature_files()
   forms = write_forms(root, files)
   out = {}
-  for form, processes in (("folders", 1), ("tars", 1), ("release", 2)):
+  for form, processes in (("folders", 1), ("tars", 1), ("release", 2),
+                          ("gzipped", 2)):
     data_dir = str(root / f"tfds_{form}")
     report = imagenet21k.prepare(forms[form], data_dir, processes=processes,
                                  num_shards=NUM_SHARDS, task_bytes=1500,
@@ -105,7 +112,8 @@ def test_three_forms_build_the_same_dataset(built):
   files, _, out = built
   shards = {form: _shards(d) for form, (d, _) in out.items()}
   assert len(shards["folders"]) == NUM_SHARDS
-  assert shards["folders"] == shards["tars"] == shards["release"]
+  assert shards["folders"] == shards["tars"] == shards["release"] == (
+      shards["gzipped"])
   for data_dir, report in out.values():
     assert report.num_classes == 4 and report.num_examples == 19
     assert report.counts == dict(kept=17, cmyk=1, not_jpeg=1, undecodable=1)
@@ -316,7 +324,7 @@ def test_bad_sources_get_one_line(tmp_path, capsys):
   (tmp_path / "winter21_whole.tar.gz").write_bytes(b"\x1f\x8b")
   assert cli.main(["prepare", "imagenet21k", "--data_dir", str(tmp_path),
                    "--source", str(tmp_path / "winter21_whole.tar.gz")]) == 1
-  assert "decompress it first" in capsys.readouterr().err
+  assert "cannot read" in capsys.readouterr().err
   (tmp_path / "empty").mkdir()
   assert cli.main(["prepare", "imagenet21k", "--data_dir", str(tmp_path),
                    "--source", str(tmp_path / "empty")]) == 1

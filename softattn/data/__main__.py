@@ -2,9 +2,9 @@
 
 ``fashion_mnist [--source_dir S]``: TFDS's ``fashion_mnist`` offline from the
 Debian package's files (``softattn.data.prepare``). ``imagenet21k
---source=<fall11_whole.tar | folder> [--processes N]``: ImageNet-21k as a TFDS
-dataset (``softattn.data.imagenet21k``), resumable. Prints what it built, or
-one line naming the fix.
+--source=<fall11_whole.tar | winter21_whole.tar.gz | folder> [--processes N]``:
+ImageNet-21k as a TFDS dataset (``softattn.data.imagenet21k``), resumable.
+Prints what it built, or one line naming the fix.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
                     help="folder holding the four *-ubyte.gz files (default: "
                          "/usr/share/datasets/fashion-mnist)")
   prep.add_argument("--source", default=None,
-                    help="imagenet21k: fall11_whole.tar / winter21_whole.tar, "
+                    help="imagenet21k: fall11_whole.tar / winter21_whole.tar.gz, "
                          "a folder of nXXXXXXXX.tar, or a folder of "
                          "nXXXXXXXX/ image folders")
   prep.add_argument("--processes", type=int, default=None,
@@ -61,7 +61,7 @@ def _imagenet21k(args) -> int:
   from softattn.data import imagenet21k  # pylint: disable=g-import-not-at-top
   if not args.source:
     print("error: imagenet21k needs --source=<fall11_whole.tar, "
-          "winter21_whole.tar or a folder of synset tars / folders>",
+          "winter21_whole.tar.gz or a folder of synset tars / folders>",
           file=sys.stderr)
     return 2
   try:

@@ -43,9 +43,8 @@ KNOWN = {
     "imagenet21k": KnownDataset(
         "full[51200:]", "full[:51200]",  # big_vision's held-out split
         "run `python -m softattn.data prepare imagenet21k --source=<"
-        "fall11_whole.tar, winter21_whole.tar (its .gz decompressed), or a "
-        "folder of synset tars or class folders> --data_dir <dir>` (see "
-        "docs/data.md)"),
+        "fall11_whole.tar, winter21_whole.tar.gz, or a folder of synset tars "
+        "or class folders> --data_dir <dir>` (see docs/data.md)"),
 }
 
 

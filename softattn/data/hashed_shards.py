@@ -24,7 +24,7 @@ import concurrent.futures
 import hashlib
 import multiprocessing
 import struct
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from etils import epath
 
@@ -107,17 +107,30 @@ def write_shard(parts: list[tuple[str, int, int]], make_features: Callable,
   return dict(count=len(records), num_bytes=epath.Path(out).stat().length)
 
 
-def run_jobs(jobs: list[tuple[Callable, tuple]], processes: int,
+def run_jobs(jobs: Iterable[tuple[int, Callable, tuple]], processes: int,
              done: Callable[[int, dict], None]) -> None:
-  """Runs ``fn(*args)`` for each job (in ``processes`` workers), calling
-  ``done(job index, result)`` in the parent as each one finishes."""
+  """Runs ``fn(*args)`` for each ``(key, fn, args)`` (in ``processes``
+  workers), calling ``done(key, result)`` in the parent as each finishes.
+
+  ``jobs`` is consumed lazily, at most two jobs per worker ahead: its
+  arguments may be large (a gzipped release's synset tars, in memory).
+  """
   if processes <= 1:
-    for i, (fn, args) in enumerate(jobs):
-      done(i, fn(*args))
+    for key, fn, args in jobs:
+      done(key, fn(*args))
     return
   # spawn: the parent has TensorFlow's threads running; forking it is unsafe.
   with concurrent.futures.ProcessPoolExecutor(
       processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-    futures = {pool.submit(fn, *args): i for i, (fn, args) in enumerate(jobs)}
-    for future in concurrent.futures.as_completed(futures):
-      done(futures[future], future.result())
+    pending = {}
+
+    def finish(futures):
+      for future in futures:
+        done(pending.pop(future), future.result())
+
+    for key, fn, args in jobs:
+      pending[pool.submit(fn, *args)] = key
+      if len(pending) >= 2 * processes:
+        finish(concurrent.futures.wait(
+            pending, return_when=concurrent.futures.FIRST_COMPLETED).done)
+    finish(concurrent.futures.as_completed(list(pending)))

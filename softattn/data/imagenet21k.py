@@ -148,7 +148,9 @@ def make_plan(source: str, num_shards: int | None = None,
   """Lists the source's synsets and groups them into tasks of ~task_bytes."""
   synsets = source_lib.list_synsets(source)
   tasks, current, size = [], [], 0
-  for s in synsets:
+  # Tasks follow the order the source is read in (a release tar's archive
+  # order; the wnid order of folders), so a gzipped release streams through.
+  for s in sorted(synsets, key=lambda s: s.offset):
     if current and size + s.size > task_bytes:
       tasks.append(current)
       current, size = [], 0
@@ -166,17 +168,20 @@ def make_plan(source: str, num_shards: int | None = None,
 
 
 def encode_task(synsets: list[source_lib.Synset], labels: list[int],
-                num_shards: int, out: str) -> dict:
+                num_shards: int, out: str,
+                tars: list[bytes] | None = None) -> dict:
   """Encode task: one file of records sorted by hash; returns its index.
+
+  ``tars``: the synset tars themselves, for synsets of a gzipped release.
 
   ``offsets[j]`` is where shard ``j``'s records start (``offsets[-1]`` is the
   file size); ``counts`` says what ``clean_image`` did, ``skipped`` names the
   undecodable files.
   """
   records, counts, skipped = [], dict.fromkeys(_COUNTS, 0), []
-  for synset, label in zip(synsets, labels):
+  for synset, label, tar in zip(synsets, labels, tars or [None] * len(labels)):
     try:
-      for name, data in source_lib.iter_images(synset):
+      for name, data in source_lib.iter_images(synset, tar):
         key = f"{synset.wnid}/{name}"
         jpeg, what = source_lib.clean_image(data)
         counts[what] += 1
@@ -232,19 +237,41 @@ def _check_plan(build: epath.Path, plan: Plan) -> None:
     path.write_text(json.dumps(plan.to_json()))
 
 
-def _encode(build, plan, processes, log) -> tuple[list[dict], int]:
+def _encode_jobs(build, plan, todo):
+  """``(task, encode_task, args)`` for the unfinished tasks, in task order.
+
+  A gzipped release is read once, in this process, and each task's synset
+  tars travel to its worker in memory; every other source is read by the
+  workers themselves.
+  """
   label = {w: i for i, w in enumerate(plan.wnids)}
+
+  def args(i, tars=None):
+    return (plan.tasks[i], [label[s.wnid] for s in plan.tasks[i]],
+            plan.num_shards, os.fspath(build / f"task-{i:05d}.records"), tars)
+
+  if not any(s.kind == "stream" for s in plan.tasks[0]):
+    yield from ((i, encode_task, args(i)) for i in todo)
+    return
+  task_of = {s.wnid: i for i in todo for s in plan.tasks[i]}
+  collected = {}
+  for wnid, data in source_lib.stream_synset_tars(plan.source, set(task_of)):
+    i = task_of[wnid]
+    collected.setdefault(i, {})[wnid] = data
+    if len(collected[i]) == len(plan.tasks[i]):
+      tars = collected.pop(i)
+      yield i, encode_task, args(i, [tars[s.wnid] for s in plan.tasks[i]])
+
+
+def _encode(build, plan, processes, log) -> tuple[list[dict], int]:
   markers = [build / f"task-{i:05d}.json" for i in range(len(plan.tasks))]
   todo = [i for i, m in enumerate(markers) if not m.exists()]
-  jobs = [(encode_task, (plan.tasks[i], [label[s.wnid] for s in plan.tasks[i]],
-                         plan.num_shards, os.fspath(build / f"task-{i:05d}.records")))
-          for i in todo]
 
-  def done(j, result):
-    _mark(markers[todo[j]], result)
-    log(f"encoded task {todo[j] + 1}/{len(markers)}: "
+  def done(i, result):
+    _mark(markers[i], result)
+    log(f"encoded task {i + 1}/{len(markers)}: "
         f"{sum(result['counts'].values())} files")
-  hashed_shards.run_jobs(jobs, processes, done)
+  hashed_shards.run_jobs(_encode_jobs(build, plan, todo), processes, done)
   return [json.loads(m.read_text()) for m in markers], len(markers) - len(todo)
 
 
@@ -254,15 +281,15 @@ def _write_shards(build, plan, tasks, version_dir, processes, log):
   markers = [build / f"shard-{j:05d}.json" for j in range(n)]
   todo = [j for j, m in enumerate(markers) if not m.exists()]
   files = [os.fspath(build / f"task-{i:05d}.records") for i in range(len(tasks))]
-  jobs = [(hashed_shards.write_shard,
+  jobs = [(j, hashed_shards.write_shard,
            ([(f, t["offsets"][j], t["offsets"][j + 1])
              for f, t in zip(files, tasks)], features, plan.wnids,
             os.fspath(template.sharded_filepath(shard_index=j, num_shards=n))))
           for j in todo]
 
-  def done(k, result):
-    _mark(markers[todo[k]], result)
-    log(f"wrote shard {todo[k] + 1}/{n}: {result['count']} images")
+  def done(j, result):
+    _mark(markers[j], result)
+    log(f"wrote shard {j + 1}/{n}: {result['count']} images")
   hashed_shards.run_jobs(jobs, processes, done)
   return [json.loads(m.read_text()) for m in markers], n - len(todo), template
 

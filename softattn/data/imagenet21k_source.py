@@ -2,11 +2,13 @@
 
 Three source forms give the same synsets and the same images:
 
-* the official release tar (``fall11_whole.tar``; ``winter21_whole.tar`` once
-  its ``.gz`` is decompressed): a tar of per-synset tars ``nXXXXXXXX.tar``.
-  Its index (one header per synset tar) is read once; each synset tar is then
-  streamed straight out of the big file from its offset, so nothing is
-  extracted to disk and workers read different synsets in parallel;
+* the official release tar (``fall11_whole.tar``): a tar of per-synset tars
+  ``nXXXXXXXX.tar``. Its index (one header per synset tar) is read once; each
+  synset tar is then streamed straight out of the big file from its offset,
+  so nothing is extracted to disk and workers read different synsets in
+  parallel. A gzipped release (``winter21_whole.tar.gz``) has no random
+  access: it is decompressed once to list it, then once more in one process
+  that hands each synset tar, in memory, to the workers;
 * a folder of per-synset tars (the release tar extracted one level);
 * a folder of per-class image folders ``nXXXXXXXX/*.JPEG``.
 
@@ -41,28 +43,46 @@ class SourceError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Synset:
-  """Where one synset's images are: ``kind`` is release / tar / folder."""
+  """Where one synset's images are: ``kind`` is release / stream (in a
+  ``.tar.gz``) / tar / folder."""
   wnid: str
   kind: str
   path: str
-  offset: int = 0   # release: start of the synset tar inside the big tar
+  offset: int = 0   # release: where its tar starts; stream: archive order
   size: int = 0     # bytes (tar member, tar file, or the folder's images)
 
 
+def _is_gzip(path: str) -> bool:
+  return path.endswith((".gz", ".tgz"))
+
+
+def _synset_members(outer: tarfile.TarFile):
+  """``(wnid, member)`` of the ``nXXXXXXXX.tar`` members, in archive order."""
+  for member in outer:
+    name = os.path.basename(member.name)
+    if member.isfile() and name.endswith(".tar") and WNID.fullmatch(name[:-4]):
+      yield name[:-4], member
+
+
 def _release_synsets(path: str) -> list[Synset]:
-  if path.endswith((".gz", ".tgz")):
-    raise SourceError(
-        f"{path} is gzip-compressed: a gzip stream cannot be read in parallel "
-        "or resumed; decompress it first (e.g. `pigz -d`), or extract its "
-        "synset tars into a folder and pass that folder")
-  synsets = []
+  """The synset tars of a release tar; a ``.tar.gz`` is read through once
+  (``stream``: gzip has no random access, ``offset`` is the archive order)."""
+  if _is_gzip(path):
+    with tarfile.open(path, "r|gz") as outer:
+      return [Synset(wnid, "stream", path, i, m.size)
+              for i, (wnid, m) in enumerate(_synset_members(outer))]
   with tarfile.open(path, "r:") as outer:  # headers only; seeks past data
-    for member in outer:
-      name = os.path.basename(member.name)
-      if member.isfile() and WNID.fullmatch(name[:-4]) and name.endswith(".tar"):
-        synsets.append(Synset(name[:-4], "release", path, member.offset_data,
-                              member.size))
-  return synsets
+    return [Synset(wnid, "release", path, m.offset_data, m.size)
+            for wnid, m in _synset_members(outer)]
+
+
+def stream_synset_tars(path: str, wanted: set[str]):
+  """``(wnid, synset tar bytes)`` for the ``wanted`` synsets of a ``.tar.gz``,
+  in archive order; the others are decompressed and passed over."""
+  with tarfile.open(path, "r|gz") as outer:
+    for wnid, member in _synset_members(outer):
+      if wnid in wanted:
+        yield wnid, outer.extractfile(member).read()
 
 
 def _folder_synsets(path: str) -> list[Synset]:
@@ -85,9 +105,12 @@ def _folder_synsets(path: str) -> list[Synset]:
 def list_synsets(source: str) -> list[Synset]:
   """The synsets of ``source``, sorted by WordNet id (= label order)."""
   if os.path.isfile(source):
-    if not (source.endswith((".gz", ".tgz")) or tarfile.is_tarfile(source)):
+    if not (_is_gzip(source) or tarfile.is_tarfile(source)):
       raise SourceError(f"{source} is not a tar file")
-    synsets = _release_synsets(source)
+    try:
+      synsets = _release_synsets(source)
+    except (tarfile.TarError, OSError, EOFError) as e:
+      raise SourceError(f"cannot read {source}: {e}") from None
   elif os.path.isdir(source):
     synsets = _folder_synsets(source)
   else:
@@ -129,8 +152,13 @@ def _tar_images(fileobj) -> Iterator[tuple[str, bytes]]:
         yield os.path.basename(member.name), t.extractfile(member).read()
 
 
-def iter_images(synset: Synset) -> Iterator[tuple[str, bytes]]:
-  """``(file name, bytes)`` of every file of one synset, in source order."""
+def iter_images(synset: Synset, data: bytes | None = None
+                ) -> Iterator[tuple[str, bytes]]:
+  """``(file name, bytes)`` of every file of one synset, in source order
+  (``data``: the synset tar itself, for a ``stream`` synset)."""
+  if synset.kind == "stream":
+    yield from _tar_images(io.BytesIO(data))
+    return
   if synset.kind == "folder":
     for name in sorted(os.listdir(synset.path)):
       path = os.path.join(synset.path, name)
