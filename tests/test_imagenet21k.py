@@ -258,13 +258,16 @@ imagenet21k.prepare(sys.argv[1], sys.argv[2], processes=1, num_shards=3,
 
 
 def test_an_interrupted_build_resumes(built, tmp_path):
+  """Killed twice (SIGKILL after the 2nd marker, then after 2 shards), on the
+  gzipped release (its stream passes over finished tasks); the third run
+  ends with the shards of an uninterrupted build."""
   files, forms, out = built
   data_dir = str(tmp_path / "tfds")
   env = dict(os.environ, PYTHONPATH=REPO)
   build = tmp_path / "tfds" / "imagenet21k.build"
 
   def killed_run(kills_after):
-    proc = subprocess.run([sys.executable, "-c", _KILL, forms["release"],
+    proc = subprocess.run([sys.executable, "-c", _KILL, forms["gzipped"],
                            data_dir, str(kills_after)], env=env, check=False,
                           capture_output=True, timeout=300)
     assert proc.returncode == -9, proc.stderr.decode()[-2000:]
@@ -274,7 +277,7 @@ def test_an_interrupted_build_resumes(built, tmp_path):
   assert tasks > 2 and not os.path.exists(
       os.path.join(data_dir, "imagenet21k", "1.0.0", "dataset_info.json"))
   killed_run(tasks + 2)  # the rest of the tasks, then 2 of the 3 shards
-  report = imagenet21k.prepare(forms["release"], data_dir, processes=1,
+  report = imagenet21k.prepare(forms["gzipped"], data_dir, processes=1,
                                num_shards=3, task_bytes=1500,
                                log=lambda _: None)
   assert (report.resumed_tasks, report.resumed_shards) == (tasks, 2)
