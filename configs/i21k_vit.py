@@ -24,7 +24,7 @@ Args: ``variant`` (S/32, S/16, S/8, Ti/16, B/16, ...), ``normalizer``,
 ``dtype`` (float32: big_vision's recipe; bfloat16: activations and matmuls
 in bf16 while parameters, Adam's second moment and the loss stay float32,
 see below), ``runlocal`` (tiny ViT, imagenet2012 mock-able data instead of
-imagenet21k, which TFDS has no builder for).
+imagenet21k, which `python -m softattn.data prepare imagenet21k` prepares).
 
 ``dtype=bfloat16``: the forward and backward run on bf16 copies of the
 float32 parameters (``compute_dtype``), so every activation the backward

@@ -150,7 +150,8 @@ def _mesh4():
 def test_missing_dataset_names_the_fix(tmp_path):
   with pytest.raises(data.DatasetNotFoundError, match="prepare fashion_mnist"):
     data.dataset_info(_config("fashion_mnist", data_dir=str(tmp_path)))
-  with pytest.raises(data.DatasetNotFoundError, match="no imagenet21k builder"):
+  with pytest.raises(data.DatasetNotFoundError,
+                     match="prepare imagenet21k --source="):
     data.dataset_info(_config("imagenet21k", data_dir=str(tmp_path)))
 
 

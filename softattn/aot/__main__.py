@@ -4,7 +4,10 @@ r"""``python -m softattn.aot``: compile a config for a TPU topology, or the laun
       --topology=v5e-256 [--batch=4096] [--programs=train,eval] \
       [--config.sharding_rules='[(".*", "fsdp")]']
   python -m softattn.aot table [--out=docs/scale.md] [--only=B/16]
+  python -m softattn.aot hostfeed [--out=docs/scale.md]
 
+``hostfeed`` adds the host-feed column to an existing table from its
+images/s and benchmarks/results/input_pipeline.json, compiling nothing.
 Runs on a CPU host (no TPU needed; libtpu from ``.[tpu-aot]``). Exit status
 0 when every program fits, 1 when one does not (a result, printed), 2 for a
 config or topology error (one line naming the fix). ``--config`` and its
@@ -53,13 +56,18 @@ def main(argv):
   jax.config.update("jax_platforms", "cpu")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
+  if argv[1:] == ["hostfeed"]:
+    from softattn.aot import table  # pylint: disable=g-import-not-at-top
+    table.add_host_feed(_OUT.value)
+    print(f"added the host-feed column to {_OUT.value}")
+    return
   if argv[1:] == ["table"]:
     from softattn.aot import table  # pylint: disable=g-import-not-at-top
     table.main(_OUT.value, only=_ONLY.value)
     return
   if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments {argv[1:]}; the only "
-                         "subcommand is `table`.")
+    raise app.UsageError(f"Unexpected arguments {argv[1:]}; the "
+                         "subcommands are `table` and `hostfeed`.")
   if _CONFIG.value is None or not _TOPOLOGY.value:
     raise app.UsageError("Give --config=<file>.py:<args> and --topology=<name>.")
   try:

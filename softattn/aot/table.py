@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 from softattn import studies
+from softattn.aot import hostfeed
 from softattn.sweep import declaration
 
 PROGRAMS = ("train", "eval")
@@ -87,6 +88,14 @@ def row_config(row: Row):
   return config
 
 
+def row_pp_train(row: Row) -> str:
+  """The row's training preprocessing (a sweep's runs all share theirs)."""
+  path, arg = declaration.split_spec(row.spec)
+  if path.endswith("sweep.py"):
+    return declaration.load(row.spec).runs[0].config.data.pp_train
+  return declaration.config_from_file(path, arg).data.pp_train
+
+
 def compile_row(row: Row) -> dict:
   """One row's result as a JSON-able dict (compile figures + estimate)."""
   from softattn import aot, configlib  # pylint: disable=g-import-not-at-top
@@ -118,16 +127,24 @@ def _cell(x, fmt):
   return "–" if x is None else format(x, fmt)
 
 
-def render(results: list[dict], pending: list[Row] = ()) -> str:
-  """The Markdown page: one line per row, then each row's full report."""
+def render(results: list[dict], pending: list[Row] = (),
+           per_core: float | None = None) -> str:
+  """The Markdown page: one line per row, then each row's full report.
+
+  ``per_core``: the training input's images/s per host core
+  (``hostfeed.per_core_rate()``) for the host-feed column; None leaves it
+  empty.
+  """
   head = ("| config | slice | batch | params | GiB/chip (train / eval) | "
-          "fits | step ≥ | MFU ≤ | images/s ≤ | days ≥ | FLOPs XLA/analytic "
-          "| compile (train / eval) |\n|" + "---|" * 12)
+          "fits | step ≥ | MFU ≤ | images/s ≤ | "
+          f"{hostfeed.HEADER} | days ≥ | FLOPs XLA/analytic "
+          "| compile (train / eval) |\n|" + "---|" * 13)
+  pp_of = {row.label: row_pp_train(row) for row in ROWS}
   lines = []
   for r in results:
     if "error" in r:
       lines.append(f"| {r['label']} | {r['topology']} | config error: "
-                   f"{r['error']} |" + " |" * 10)
+                   f"{r['error']} |" + " |" * 11)
       continue
     e, p = r["estimate"], r["programs"]
     gib = " / ".join(_cell(p[n]["hbm_gib"], ".2f") for n in PROGRAMS if n in p)
@@ -135,16 +152,19 @@ def render(results: list[dict], pending: list[Row] = ()) -> str:
                       if n in p)
     step = None if e["step_seconds"] is None else e["step_seconds"] * 1e3
     bound = f" ({e['bound']})" if e.get("bound") else ""
+    feed = ("–" if per_core is None else hostfeed.row_cell(
+        e["images_per_second"], r["topology"], pp_of.get(r["label"], ""),
+        per_core))
     lines.append(
         f"| {r['label']} | {r['topology']} | {r['batch']} | "
         f"{r['params'] / 1e6:.1f} M | {gib} | "
         f"{'yes' if e['fits'] else '**no**'} | {_cell(step, '.1f')} ms{bound} | "
         f"{_cell(e['mfu'], '.0%')}{' (HFU)' if r.get('remat') else ''} | "
-        f"{_cell(e['images_per_second'], ',.0f')} | "
+        f"{_cell(e['images_per_second'], ',.0f')} | {feed} | "
         f"{_cell(e['days'], '.3g')} | {_cell(e['flops_ratio'], '.3f')} | "
         f"{secs} |")
   lines += [f"| {r.label} | {r.topology} | not compiled yet: rerun the "
-            "table command |" + " |" * 10 for r in pending]
+            "table command |" + " |" * 11 for r in pending]
   details = "\n\n".join(
       f"### {r['label']} on {r['topology']}\n\n`{r['spec']}`"
       + (f" with {r['overrides']}" if r["overrides"] else "")
@@ -175,10 +195,22 @@ def main(out: str, only: str | None = None) -> None:
              if (r.label, r.topology) in done]
   pending = [r for r in ROWS if (r.label, r.topology) not in done]
   with open(out, "w", encoding="utf-8") as f:
-    f.write(_intro() + render(results, pending))
+    f.write(_intro() + render(results, pending,
+                              per_core=hostfeed.per_core_rate()))
   if len(results) == len(ROWS):
     os.remove(cache)
   print(f"wrote {out} ({len(results)} of {len(ROWS)} rows)")
+
+
+def add_host_feed(path: str, benchmark: str = hostfeed.BENCHMARK) -> None:
+  """Adds (or refreshes) the host-feed column of an existing table page from
+  its images/s column and the committed input benchmark: no compiling."""
+  with open(path, encoding="utf-8") as f:
+    text = f.read()
+  text = hostfeed.add_column(text, {r.label: row_pp_train(r) for r in ROWS},
+                             hostfeed.per_core_rate(benchmark))
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
 
 
 def _read(cache: str) -> dict:
@@ -216,7 +248,11 @@ report gives both) / HBM bandwidth; and the bytes each chip sends in its
 all-gathers, reduce-scatters and all-reduces, read from the optimized HLO /
 the chip's ICI bandwidth. Each term assumes peak rates and perfect overlap,
 so **MFU**, **images/s** and **days** (the config's whole run) are best
-cases. **FLOPs XLA/analytic** compares XLA's count over all chips
+cases. **host feed** is what each TPU host's CPUs must supply at that rate:
+images/s ÷ hosts in the slice, and the cores that takes at the measured rate
+of the training input per core (`benchmarks/input_pipeline.py`, committed
+result), against the host's published vCPUs (`softattn/aot/hostfeed.py`).
+**FLOPs XLA/analytic** compares XLA's count over all chips
 with 2 x the multiply-adds of every matmul and convolution in the train step's
 jaxpr; near 1 means no chip repeats another's work. It is meaningful for the
 matmul-bound ViTs and ResNets, not for the element-wise models, whose work is

@@ -42,9 +42,9 @@ KNOWN = {
         "--data_dir <dir> --manual_dir <manual_dir>`"),
     "imagenet21k": KnownDataset(
         "full[51200:]", "full[:51200]",  # big_vision's held-out split
-        "TFDS has no imagenet21k builder: prepare ImageNet-21k (fall11, 21843 "
-        "classes) as a TFDS dataset with features image/label in "
-        "<dir>/imagenet21k/<version>/ (see docs/data.md)"),
+        "run `python -m softattn.data prepare imagenet21k --source=<"
+        "fall11_whole.tar, winter21_whole.tar.gz, or a folder of synset tars "
+        "or class folders> --data_dir <dir>` (see docs/data.md)"),
 }
 
 
