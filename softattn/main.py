@@ -8,10 +8,12 @@ latest checkpoint in ``--workdir``.
 
 Exit codes:
   0: done (or saved after SIGTERM).
-  2: a bad command line or config: one line on stderr naming the fix, printed
-     before anything is compiled (an unknown field or config arg, a value of
-     the wrong type, a normalizer parameter outside its domain, an unknown
-     model variant, a missing config file or dataset, ...).
+  2: a bad command line, config or workdir: one line on stderr naming the
+     fix, printed before anything is compiled (an unknown field or config
+     arg, a value of the wrong type, a normalizer parameter outside its
+     domain, an unknown model variant, a missing config file or dataset; a
+     gs:// bucket that does not exist, cannot be reached or refuses this
+     account, missing credentials, a local workdir that cannot be written).
   3: non-finite loss/gradients (the message names the step; the last good
      checkpoint is kept).
 """
@@ -158,6 +160,12 @@ def main(argv):
   # dozen lines per checkpoint) only with an explicit --verbosity=0.
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
+  # Before TF/JAX start: a workdir the run cannot write fails in seconds.
+  from softattn import paths  # pylint: disable=g-import-not-at-top
+  try:
+    paths.check_writable(command.workdir)
+  except paths.PathError as e:
+    fail(f"workdir error: {e}", 2)
   # tf.data must not grab accelerators that JAX owns.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")

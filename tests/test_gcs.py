@@ -1,0 +1,243 @@
+"""Runs whose workdir is ``gs://``, against a GCS server on 127.0.0.1.
+
+fake-gcs-server (``tests/gcs_emulator.py``) is started once for this module;
+every client a run uses (gcsfs through ``softattn.paths`` and Orbax,
+tensorstore for the arrays, our own TensorBoard event writer) talks to it.
+A run writes every file into the bucket and none on local disk; a SIGKILL or
+SIGTERM mid-run resumes from the bucket to bitwise the uninterrupted run.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from softattn import events, metrics, paths, runstate
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gcs_emulator  # pylint: disable=g-import-not-at-top,wrong-import-position
+import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+REPO = train_runner.REPO
+QUICK = "configs/quickstart.py:runlocal"
+B = f"gs://{gcs_emulator.BUCKET}"
+# As tests/test_train.py: synchronous saves (mock_data's file-system patch
+# races Orbax's save thread); params do not depend on the log/eval cadence.
+RESUME = {"total_steps": 6, "checkpoint_every": 2, "log_every": 3,
+          "eval_every": 6, "checkpoint_async": False, "verbose": False}
+EXAMPLES = 20
+
+
+@pytest.fixture(scope="module")
+def gcs():
+  with gcs_emulator.running(gcs_emulator.BUCKET) as url:
+    yield url
+
+
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("xla_cache"))
+  old = (jax.config.jax_compilation_cache_dir,
+         jax.config.jax_persistent_cache_min_compile_time_secs)
+  jax.config.update("jax_compilation_cache_dir", d)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  yield d
+  jax.config.update("jax_compilation_cache_dir", old[0])
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+
+
+def _objects(prefix):
+  """Object names under ``gs://bucket/<prefix>/``, relative to it."""
+  fs = gcs_emulator.filesystem()
+  root = f"{gcs_emulator.BUCKET}/{prefix}/"
+  return sorted(f[len(root):] for f in fs.find(root))
+
+
+def _final_params(workdir):
+  with ocp.CheckpointManager(workdir + "/checkpoints") as mngr:
+    step = mngr.latest_step()
+    state = mngr.restore(step, args=ocp.args.StandardRestore())
+  return step, jax.tree.map(np.asarray, state["params"])
+
+
+def _assert_bitwise_equal(a, b):
+  la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+  assert len(la) == len(lb) and la
+  for x, y in zip(la, lb):
+    assert x.dtype == y.dtype and x.shape == y.shape
+    assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def _env(tmp, cache):
+  """A subprocess environment: the emulator's, a fresh TMPDIR, the XLA cache."""
+  tmpdir = tmp / "tmpdir"
+  tmpdir.mkdir(exist_ok=True)
+  return dict(os.environ, TMPDIR=str(tmpdir), TF_CPP_MIN_LOG_LEVEL="2",
+              PYTHONPATH=REPO, JAX_COMPILATION_CACHE_DIR=cache,
+              JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+              SOFTATTN_MOCK_EXAMPLES=str(EXAMPLES))
+
+
+def _main(args, cwd, env, timeout=240):
+  """``python -m softattn.main`` on TFDS mock data (``sweep.mock_main``)."""
+  return subprocess.run(
+      [sys.executable, "-m", "softattn.sweep.mock_main",
+       f"--config={os.path.join(REPO, QUICK)}", *args],
+      cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _runner(spec, cwd, env):
+  return subprocess.run(
+      [sys.executable, os.path.join(REPO, "tests", "train_runner.py"),
+       json.dumps(spec)], cwd=cwd, env=env, capture_output=True, text=True,
+      timeout=240)
+
+
+def _spec(workdir, **kw):
+  return dict(config=QUICK, overrides=dict(RESUME), workdir=workdir,
+              num_examples=EXAMPLES, **kw)
+
+
+def _local_files(*dirs):
+  return sorted(os.path.relpath(os.path.join(r, f), d) for d in dirs
+                for r, _, fs in os.walk(d) for f in fs)
+
+
+# ----------------------------------------------------------------------------
+# The path layer on a bucket.
+
+
+def test_status_metrics_and_logs_round_trip_through_the_bucket(gcs):
+  wd = f"{B}/units"
+  runstate.write(wd, runstate.Status(state=runstate.State.RUNNING, step=3))
+  runstate.write(wd, runstate.Status(state=runstate.State.DONE, step=6))
+  assert runstate.read(wd).state == "done" and runstate.read(wd).step == 6
+  assert _objects("units") == ["status.json"]  # no .tmp: one upload is atomic
+
+  # A log rolled into parts (tiny roll size), resumed by a second writer.
+  log = paths.AppendLog(f"{wd}/metrics.jsonl", roll_bytes=40)
+  for step in range(1, 6):
+    log.write(json.dumps({"step": step, "split": "train", "loss": 1.0}) + "\n")
+    log.flush()
+  log.close()
+  again = metrics.JsonlWriter(f"{wd}/metrics.jsonl")
+  again.write_scalars(6, {"eval/accuracy": 0.5})
+  again.close()
+  names = [n for n in _objects("units") if n.startswith("metrics")]
+  assert names == [f"metrics.jsonl.part-{k:06d}" for k in range(6)]
+  recs = metrics.read_jsonl(f"{wd}/metrics.jsonl")
+  assert [r["step"] for r in recs] == [1, 2, 3, 4, 5, 6]
+  assert metrics.read_jsonl(f"{wd}/metrics.jsonl", "eval") == [
+      {"step": 6, "split": "eval", "accuracy": 0.5}]
+
+
+def test_tensorboard_reads_the_event_files_written_to_the_bucket(gcs, tmp_path):
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  from tensorboard.util import tensor_util  # pylint: disable=g-import-not-at-top
+  wd = f"{B}/tb"
+  w = events.EventsWriter(wd)
+  w.write_scalars(1, {"train/loss": 0.75, "train/accuracy": np.float32(0.5)})
+  w.flush()
+  w.write_scalars(2, {"train/loss": 0.5})
+  w.write_texts(0, {"info/parameter_overview": "| name | shape |"})
+  w.close()
+  # TensorBoard's own reader, on a copy of exactly the bucket's bytes.
+  fs = gcs_emulator.filesystem()
+  names = _objects("tb")
+  assert names and all(n.startswith("events.out.tfevents.") for n in names)
+  for n in names:
+    (tmp_path / n).write_bytes(fs.cat(f"{gcs_emulator.BUCKET}/tb/{n}"))
+  acc = event_accumulator.EventAccumulator(
+      str(tmp_path), size_guidance={event_accumulator.TENSORS: 0}).Reload()
+  loss = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto)))
+          for e in acc.Tensors("train/loss")]
+  assert loss == [(1, 0.75), (2, 0.5)]
+  assert len(acc.Tensors("train/accuracy")) == 1
+  text = acc.Tensors("info/parameter_overview")[0].tensor_proto.string_val
+  assert text == [b"| name | shape |"]
+
+
+# ----------------------------------------------------------------------------
+# Whole runs.
+
+
+@pytest.fixture(scope="module")
+def straight(gcs, compile_cache, tmp_path_factory):
+  """The uninterrupted run, through the command line, in a clean cwd."""
+  tmp = tmp_path_factory.mktemp("straight")
+  cwd = tmp / "cwd"
+  cwd.mkdir()
+  env = _env(tmp, compile_cache)
+  over = [f"--config.{k}={v}" for k, v in RESUME.items()]
+  proc = _main([f"--workdir={B}/straight", *over], cwd, env)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return f"{B}/straight", tmp
+
+
+def test_a_run_writes_every_file_to_the_bucket_and_none_locally(straight):
+  wd, tmp = straight
+  names = _objects("straight")
+  top = {n.split("/")[0] for n in names}
+  assert {"config.json", "status.json", "checkpoints"} <= top
+  assert any(n.startswith("metrics.jsonl.part-") for n in top)
+  assert any(n.startswith("events.out.tfevents.") for n in top)
+  # keep_checkpoints=2 in the quickstart config: step 2 was rotated out.
+  assert {n.split("/")[1] for n in names if n.startswith("checkpoints/")} == {
+      "4", "6"}
+  status = runstate.read(wd)
+  assert status.state == "done" and status.step == 6
+  assert status.flops_per_step > 0
+  train = [r["step"] for r in metrics.read_jsonl(wd + "/metrics.jsonl", "train")
+           if "loss" in r]
+  assert train == [3, 6]
+  assert paths.read_json(wd + "/config.json")["total_steps"] == 6
+  # Nothing in the working directory or the process's TMPDIR.
+  assert _local_files(tmp / "cwd", tmp / "tmpdir") == []
+
+
+def test_sigkill_mid_run_resumes_from_the_bucket_bitwise(straight, compile_cache,
+                                                        tmp_path):
+  wd = f"{B}/killed"
+  env = _env(tmp_path, compile_cache)
+  killed = _runner(_spec(wd, kill_at_step=3), tmp_path, env)
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  assert {n.split("/")[1] for n in _objects("killed")
+          if n.startswith("checkpoints/")} == {"2"}
+  assert runstate.read(wd).state == "running"  # resumable
+  resumed = _runner(_spec(wd), tmp_path, env)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  s1, p1 = _final_params(straight[0])
+  s2, p2 = _final_params(wd)
+  assert s1 == s2 == 6
+  _assert_bitwise_equal(p1, p2)
+  # Both attempts' parts read as one log: the killed attempt logged step 3,
+  # the resumed one redid it from checkpoint 2 and logged it again.
+  steps = [r["step"] for r in metrics.read_jsonl(wd + "/metrics.jsonl", "train")
+           if "loss" in r]
+  assert steps == [3, 3, 6]
+
+
+def test_sigterm_saves_to_the_bucket_then_resumes_bitwise(straight,
+                                                          compile_cache,
+                                                          tmp_path):
+  wd = f"{B}/preempted"
+  env = _env(tmp_path, compile_cache)
+  term = _runner(_spec(wd, kill_at_step=2, kill_signal="SIGTERM"), tmp_path,
+                 env)
+  assert term.returncode == 0, term.stderr[-3000:]
+  status = runstate.read(wd)
+  assert status.state == "preempted" and status.step == 3
+  assert {n.split("/")[1] for n in _objects("preempted")
+          if n.startswith("checkpoints/")} == {"2", "3"}
+  resumed = _runner(_spec(wd), tmp_path, env)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  s1, p1 = _final_params(straight[0])
+  s2, p2 = _final_params(wd)
+  assert s1 == s2 == 6
+  _assert_bitwise_equal(p1, p2)
+  assert runstate.read(wd).state == "done"
