@@ -303,24 +303,29 @@ class AppendLog:
 def _credentials_problem(p: Path) -> str | None:
   """Why ``gs://`` writes will be refused for lack of credentials, if so.
 
-  gcsfs falls back to anonymous access when it finds no credentials (no
-  ``GOOGLE_APPLICATION_CREDENTIALS``, no ``gcloud auth application-default
-  login``, no VM metadata server); anonymous writes are refused by GCS,
-  after a minute of retries. An emulator (``STORAGE_EMULATOR_HOST``) needs
-  none.
+  Without credentials (no ``GOOGLE_APPLICATION_CREDENTIALS``, no ``gcloud
+  auth application-default login``, no VM metadata server) gcsfs falls back
+  to anonymous access, which GCS refuses for writes only after a minute of
+  retries. Asked first, Google's own lookup (``google.auth.default``, what
+  gcsfs tries first) says so in about a second. Skipped for an emulator
+  (``STORAGE_EMULATOR_HOST``) and for a token set in fsspec's config.
   """
-  if not str(p).startswith("gs://") or os.environ.get("STORAGE_EMULATOR_HOST"):
+  if not os.fspath(p).startswith("gs://") or \
+      os.environ.get("STORAGE_EMULATOR_HOST"):
     return None
   try:
-    import fsspec  # pylint: disable=g-import-not-at-top
-    fs = fsspec.filesystem("gs")
+    import fsspec.config  # pylint: disable=g-import-not-at-top
+    import gcsfs  # pylint: disable=g-import-not-at-top,unused-import
+    import google.auth  # pylint: disable=g-import-not-at-top
   except ImportError:
-    return (f"{p}: gs:// paths need gcsfs (pip install gcsfs, or "
-            "pip install softattn's dependencies again)")
-  if getattr(getattr(fs, "credentials", None), "method", None) == "anon":
-    return (f"{p}: no Google Cloud credentials found, and anonymous callers "
-            "cannot write to a bucket; on a TPU VM give the VM's service "
-            "account storage access, elsewhere run `gcloud auth "
+    return f"{p}: gs:// paths need gcsfs (pip install gcsfs)"
+  if fsspec.config.conf.get("gs", {}).get("token"):
+    return None
+  try:
+    google.auth.default()
+  except google.auth.exceptions.DefaultCredentialsError:
+    return (f"{p}: no Google Cloud credentials found; on a TPU VM give the "
+            "VM's service account storage access, elsewhere run `gcloud auth "
             "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS")
   return None
 

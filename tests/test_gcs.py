@@ -241,3 +241,60 @@ def test_sigterm_saves_to_the_bucket_then_resumes_bitwise(straight,
   assert s1 == s2 == 6
   _assert_bitwise_equal(p1, p2)
   assert runstate.read(wd).state == "done"
+
+
+# ----------------------------------------------------------------------------
+# Bad workdirs: one line, exit 2, before TF or JAX are even imported.
+
+
+def _bad_workdir(workdir, cwd, env_extra=(), env_drop=()):
+  env = {k: v for k, v in os.environ.items() if k not in env_drop}
+  env.update(dict(env_extra), PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run(
+      [sys.executable, "-m", "softattn.main",
+       f"--config={os.path.join(REPO, QUICK)}", f"--workdir={workdir}"],
+      cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("workdir error: "), lines
+  return lines[0]
+
+
+def test_a_bucket_that_does_not_exist_is_one_line(gcs, tmp_path):
+  line = _bad_workdir("gs://no-such-bucket/run", tmp_path)
+  assert "gs://no-such-bucket does not exist" in line
+  # The check did not create the bucket (gcsfs' mkdir of a bucket would).
+  assert not gcs_emulator.filesystem().exists("no-such-bucket")
+
+
+def test_an_unreachable_gcs_host_is_one_line_within_the_timeout(gcs, tmp_path):
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:  # a loopback port nobody listens on
+    s.bind(("127.0.0.1", 0))
+    closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+  line = _bad_workdir(f"{B}/run", tmp_path, env_extra={
+      "STORAGE_EMULATOR_HOST": closed, "TENSORSTORE_GCS_HTTP_URL": closed,
+      "SOFTATTN_PATH_CHECK_TIMEOUT_S": "3"})
+  assert f"no answer from {closed}" in line
+
+
+def test_missing_credentials_are_one_line(gcs, tmp_path):
+  # No emulator, no credentials file, a HOME without gcloud's: what a VM
+  # without a service account (or a laptop never logged in) has.
+  line = _bad_workdir(f"{B}/run", tmp_path, env_extra={
+      "HOME": str(tmp_path)}, env_drop=(
+          "STORAGE_EMULATOR_HOST", "FSSPEC_GS_TOKEN",
+          "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG"))
+  assert "no Google Cloud credentials found" in line
+
+
+def test_an_unwritable_local_workdir_is_one_line(tmp_path):
+  blocker = tmp_path / "a_file"
+  blocker.write_text("not a folder")
+  line = _bad_workdir(str(blocker / "run"), tmp_path)
+  assert "cannot write the workdir here" in line
+  # chmod cannot stop root (CI runs as root): a read-only folder, if not root.
+  if os.geteuid() != 0:
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    assert "cannot write" in _bad_workdir(str(ro / "run"), tmp_path)
