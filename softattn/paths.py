@@ -263,6 +263,13 @@ class AppendLog:
       self._k, self._name = 0, part_names
 
   @property
+  def file(self):
+    """The open local file (for a child process's stdout); local logs only."""
+    if self.remote:
+      raise ValueError(f"{self.path} is on a bucket: no file to hand out")
+    return self._f
+
+  @property
   def current(self) -> Path:
     """The file (local) or part (remote) being written."""
     return self.path if not self.remote else self.path.parent / self._name(self._k)

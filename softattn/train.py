@@ -218,10 +218,11 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
   Raises ``ConfigError`` (before compiling anything) for a bad config and
   ``NonFiniteError`` when the loss or gradients stop being finite.
   """
-  workdir = os.fspath(paths.makedirs(workdir))  # local folder or gs://
+  workdir = os.fspath(paths.path(workdir))  # local folder or gs://
   is_main = jax.process_index() == 0
   cfg, info = resolve_config(config)
   model = _build_model(cfg)
+  paths.makedirs(workdir)
   status = runstate.Recorder(workdir, enabled=is_main)
   kind = runstate.FailureKind
   try:

@@ -9,8 +9,10 @@ SIGTERM mid-run resumes from the bucket to bitwise the uninterrupted run.
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -298,3 +300,62 @@ def test_an_unwritable_local_workdir_is_one_line(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o500)
     assert "cannot write" in _bad_workdir(str(ro / "run"), tmp_path)
+
+
+# ----------------------------------------------------------------------------
+# A sweep directory on a bucket.
+
+PAUSED = "depth-1__normalizer-softmax"
+
+
+def test_sweep_on_a_bucket_resumes_the_preempted_run_skips_done_and_reports(
+    gcs, compile_cache, tmp_path, capsys, monkeypatch):
+  from softattn.sweep import __main__ as cli  # pylint: disable=g-import-not-at-top
+  sweep = f"{B}/sweep"
+  cmd = [sys.executable, "-m", "softattn.sweep", "run",
+         os.path.join(REPO, "configs/sweeps/smoke.py"), "--mock_data",
+         "--workdir", sweep, "--only", PAUSED]
+  env = dict(_env(tmp_path, compile_cache), SOFTATTN_MOCK_PAUSE=f"{PAUSED}:3")
+  proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  marker = f"{sweep}/{PAUSED}/.mock_paused"  # written at step 3, in the bucket
+  deadline = time.time() + 180
+  while time.time() < deadline and proc.poll() is None and \
+      not paths.exists(marker):
+    time.sleep(0.5)
+  if not paths.exists(marker):
+    proc.kill()
+    pytest.fail("the run never reached step 3:\n" + proc.communicate()[0][-3000:])
+  proc.send_signal(signal.SIGTERM)  # the runner stops its run: SIGTERM
+  out, _ = proc.communicate(timeout=120)
+  assert proc.returncode == 130, out
+  status = runstate.read(f"{sweep}/{PAUSED}")
+  assert status.state == "preempted" and status.step == 4, status
+
+  res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=240)
+  assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+  assert f"resume {PAUSED}: stopped at step 4" in res.stdout, res.stdout
+  # sweep.log (the child's output, piped into rolled parts) shows the resume.
+  log = paths.read_log(f"{sweep}/{PAUSED}/sweep.log").decode()
+  assert "mock_main: paused at step 3" in log
+  assert "Resumed from checkpoint step 4" in log
+  train = [r["step"] for r in metrics.read_jsonl(
+      f"{sweep}/{PAUSED}/metrics.jsonl", "train")]
+  assert train == [1, 2, 3, 4, 5, 6]  # each step trained exactly once
+
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(cmd[3:]) == 0  # in-process: nothing left to run
+  assert f"skip {PAUSED}: done" in capsys.readouterr().out
+  assert cli.main(["report", sweep]) == 0
+  text = paths.read_text(f"{sweep}/results.csv")
+  header, *lines = [l.split(",") for l in text.strip().splitlines()]
+  rows = {l[0]: dict(zip(header, l)) for l in lines}
+  assert len(rows) == 4 and rows[PAUSED]["state"] == "done"
+  assert int(rows[PAUSED]["steps"]) == 6
+  assert sorted(r["state"] for n, r in rows.items() if n != PAUSED) == [
+      "not_started"] * 3
+  assert paths.exists(f"{sweep}/results.md") and paths.exists(
+      f"{sweep}/fits.json")
+  assert paths.read_bytes(f"{sweep}/scaling.png")[:8] == b"\x89PNG\r\n\x1a\n"
+  assert _local_files(tmp_path / "tmpdir") == []
