@@ -78,8 +78,8 @@ def path(p: PathLike) -> Path:
 
 
 def join(p: PathLike, *names: str) -> str:
-  """``p/names...`` as a string (local or remote)."""
-  return os.fspath(path(p).joinpath(*names))
+  """``p/names...`` as a string (local or remote; a relative one stays so)."""
+  return os.fspath(Path(p).joinpath(*names))
 
 
 def makedirs(p: PathLike) -> Path:
@@ -148,6 +148,14 @@ def read_bytes(p: PathLike) -> bytes:
     fs, rp = _fs(p)
     return fs.cat_file(rp)
   return path(p).read_bytes()
+
+
+def open_read(p: PathLike, block_size: int = 8 << 20):
+  """``p`` opened for streaming reads (binary); a context manager."""
+  if is_remote(p):
+    fs, rp = _fs(p)
+    return fs.open(rp, "rb", block_size=block_size)
+  return open(path(p), "rb")  # pylint: disable=consider-using-with
 
 
 def write_bytes(p: PathLike, data: bytes) -> None:
@@ -219,6 +227,23 @@ def read_log(p: PathLike) -> bytes:
     pass
   chunks.extend(read_bytes(part) for part in _parts(target))
   return b"".join(chunks)
+
+
+def remove(p: PathLike) -> None:
+  """Deletes the file (object) ``p``."""
+  if is_remote(p):
+    fs, rp = _fs(p)
+    fs.rm_file(rp)
+  else:
+    os.remove(path(p))
+
+
+def remove_log(p: PathLike) -> None:
+  """Deletes the log at ``p``: the file and every part (if there are any)."""
+  target = path(p)
+  for f in [target, *_parts(target)]:
+    if exists(f):
+      remove(f)
 
 
 def read_json_lines(p: PathLike) -> list[Any]:
@@ -344,11 +369,7 @@ def _probe(p: Path) -> None:
   write_bytes(probe, b"ok")
   if read_bytes(probe) != b"ok":
     raise OSError(f"{probe} did not read back what was written")
-  if is_remote(probe):
-    fs, rp = _fs(probe)
-    fs.rm_file(rp)
-  else:
-    os.remove(probe)
+  remove(probe)
 
 
 def _explain(p: Path, e: BaseException) -> str:
