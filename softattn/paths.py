@@ -147,7 +147,8 @@ def read_bytes(p: PathLike) -> bytes:
   if is_remote(p):
     fs, rp = _fs(p)
     return fs.cat_file(rp)
-  return path(p).read_bytes()
+  with open(os.fspath(path(p)), "rb") as f:
+    return f.read()
 
 
 def open_read(p: PathLike, block_size: int = 8 << 20):
@@ -155,7 +156,7 @@ def open_read(p: PathLike, block_size: int = 8 << 20):
   if is_remote(p):
     fs, rp = _fs(p)
     return fs.open(rp, "rb", block_size=block_size)
-  return open(path(p), "rb")  # pylint: disable=consider-using-with
+  return open(os.fspath(path(p)), "rb")  # pylint: disable=consider-using-with
 
 
 def write_bytes(p: PathLike, data: bytes) -> None:
@@ -164,7 +165,8 @@ def write_bytes(p: PathLike, data: bytes) -> None:
     fs, rp = _fs(p)
     fs.pipe_file(rp, data)
   else:
-    path(p).write_bytes(data)
+    with open(os.fspath(path(p)), "wb") as f:
+      f.write(data)
 
 
 def read_text(p: PathLike) -> str | None:
@@ -192,10 +194,10 @@ def write_atomic(p: PathLike, data: str | bytes) -> None:
   if is_remote(target):
     write_bytes(target, raw)
     return
-  target.parent.mkdir(parents=True, exist_ok=True)
-  tmp = target.with_name(target.name + ".tmp")
-  tmp.write_bytes(raw)
-  tmp.replace(target)
+  makedirs(target.parent)
+  tmp = os.fspath(target) + ".tmp"
+  write_bytes(tmp, raw)
+  os.replace(tmp, os.fspath(target))
 
 
 def write_json(p: PathLike, obj: Any, **dump_kw) -> None:
@@ -213,12 +215,8 @@ def _parts(p: Path) -> list[Path]:
   return [p.parent / n for n in listdir(p.parent) if pat.match(n)]
 
 
-def read_log(p: PathLike) -> bytes:
-  """The whole log at ``p``: the file (if any), then its parts, concatenated.
-
-  Empty when neither exists. Reads what ``AppendLog`` writes, locally or on a
-  bucket (a sweep run locally and copied to a bucket, or back, reads the same).
-  """
+def _log_chunks(p: PathLike) -> list[bytes]:
+  """The file at ``p`` (if any), then each of its parts."""
   target = path(p)
   chunks = []
   try:
@@ -226,7 +224,16 @@ def read_log(p: PathLike) -> bytes:
   except FileNotFoundError:
     pass
   chunks.extend(read_bytes(part) for part in _parts(target))
-  return b"".join(chunks)
+  return chunks
+
+
+def read_log(p: PathLike) -> bytes:
+  """The whole log at ``p``: the file (if any), then its parts, concatenated.
+
+  Empty when neither exists. Reads what ``AppendLog`` writes, locally or on a
+  bucket (a sweep run locally and copied to a bucket, or back, reads the same).
+  """
+  return b"".join(_log_chunks(p))
 
 
 def remove(p: PathLike) -> None:
@@ -249,12 +256,13 @@ def remove_log(p: PathLike) -> None:
 def read_json_lines(p: PathLike) -> list[Any]:
   """The JSON values of a JSON-lines ``read_log``; a torn line (kill) skipped."""
   out = []
-  for line in read_log(p).decode("utf-8", errors="replace").splitlines():
-    if line.strip():
-      try:
-        out.append(json.loads(line))
-      except json.JSONDecodeError:
-        continue
+  for chunk in _log_chunks(p):  # a torn line ends its chunk, not the next one
+    for line in chunk.decode("utf-8", errors="replace").splitlines():
+      if line.strip():
+        try:
+          out.append(json.loads(line))
+        except json.JSONDecodeError:
+          continue
   return out
 
 
@@ -277,8 +285,8 @@ class AppendLog:
     self._buf = bytearray()
     self._dirty = False
     if not self.remote:
-      self.path.parent.mkdir(parents=True, exist_ok=True)
-      self._f = open(self.path, "ab")  # pylint: disable=consider-using-with
+      makedirs(self.path.parent)
+      self._f = open(os.fspath(self.path), "ab")  # pylint: disable=consider-using-with
       return
     if part_names is None:
       existing = _parts(self.path)

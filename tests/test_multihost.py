@@ -275,7 +275,8 @@ def test_only_process_zero_writes_metrics_and_status(runs):
   wd = runs["tmp"] / "two"
   audit = [set(open(runs["tmp"] / f"two.audit{p}", encoding="utf-8").read()
                .split()) for p in range(2)]
-  assert {"metrics.jsonl", "status.json.tmp", "config.json"} <= audit[0]
+  # status.json and config.json are written whole (a renamed .tmp).
+  assert {"metrics.jsonl", "status.json.tmp", "config.json.tmp"} <= audit[0]
   assert audit[1] and all(f.startswith("checkpoints/") for f in audit[1]), audit[1]
   events = [f for f in os.listdir(wd) if f.startswith("events.out.tfevents")]
   # TensorBoard names its file ...<host>.<pid>.<n>: one file, process 0's.
