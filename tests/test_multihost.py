@@ -277,7 +277,10 @@ def test_only_process_zero_writes_metrics_and_status(runs):
                .split()) for p in range(2)]
   # status.json and config.json are written whole (a renamed .tmp).
   assert {"metrics.jsonl", "status.json.tmp", "config.json.tmp"} <= audit[0]
-  assert audit[1] and all(f.startswith("checkpoints/") for f in audit[1]), audit[1]
+  # Process 1: its checkpoint shards, and the start-up check's probe object
+  # (softattn.paths.check_writable: every host must reach the workdir).
+  assert audit[1] and all(f.startswith(("checkpoints/", ".write_check."))
+                          for f in audit[1]), audit[1]
   events = [f for f in os.listdir(wd) if f.startswith("events.out.tfevents")]
   # TensorBoard names its file ...<host>.<pid>.<n>: one file, process 0's.
   assert len(events) == 1 and f".{runs['pids'][0]}." in events[0], events
