@@ -431,3 +431,12 @@ def test_the_input_pipeline_reads_a_tfds_data_dir_in_the_bucket(
     assert len(a) == len(b) == 3
     for x, y in zip(a, b):
       same(x, y)
+
+
+def test_the_aot_launch_table_writes_to_the_bucket(gcs, capsys):
+  from softattn.aot import table  # pylint: disable=g-import-not-at-top
+  out = f"{B}/docs/scale.md"
+  table.main(out, only="no-such-row")  # compiles nothing: every row pending
+  assert f"wrote {out} (0 of {len(table.ROWS)} rows)" in capsys.readouterr().out
+  assert paths.read_text(out).startswith("# Launch table")
+  assert _objects("docs") == ["scale.md"]  # and nothing else
