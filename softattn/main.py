@@ -161,9 +161,9 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   # Before TF/JAX start: a workdir the run cannot write fails in seconds.
-  from softattn import paths  # pylint: disable=g-import-not-at-top
+  from softattn import paths, workdir_check  # pylint: disable=g-import-not-at-top
   try:
-    paths.check_writable(command.workdir)
+    workdir_check.check_writable(command.workdir)
   except paths.PathError as e:
     fail(f"workdir error: {e}", 2)
   # tf.data must not grab accelerators that JAX owns.

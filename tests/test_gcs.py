@@ -440,3 +440,40 @@ def test_the_aot_launch_table_writes_to_the_bucket(gcs, capsys):
   assert f"wrote {out} (0 of {len(table.ROWS)} rows)" in capsys.readouterr().out
   assert paths.read_text(out).startswith("# Launch table")
   assert _objects("docs") == ["scale.md"]  # and nothing else
+
+
+def test_a_bucket_that_refuses_this_account_is_one_line(gcs, tmp_path):
+  # A server on 127.0.0.1 answering every request as GCS answers an account
+  # without access to the bucket: 403 with GCS' JSON error body.
+  import http.server  # pylint: disable=g-import-not-at-top
+  import threading  # pylint: disable=g-import-not-at-top
+
+  class Refuse(http.server.BaseHTTPRequestHandler):
+
+    def _refuse(self):
+      body = json.dumps({"error": {"code": 403, "message": (
+          "robot@x.iam.gserviceaccount.com does not have "
+          "storage.objects.create access to the Google Cloud Storage "
+          "object.")}}).encode()
+      self.send_response(403)
+      self.send_header("Content-Type", "application/json")
+      self.send_header("Content-Length", str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _refuse
+
+    def log_message(self, *args):
+      del args
+
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  try:
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    line = _bad_workdir(f"{B}/run", tmp_path, env_extra={
+        "STORAGE_EMULATOR_HOST": url, "SOFTATTN_PATH_CHECK_TIMEOUT_S": "20"})
+  finally:
+    server.shutdown()
+    server.server_close()
+  assert "permission denied on gs://bucket" in line
+  assert "storage.objects.create" in line

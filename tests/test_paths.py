@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from softattn import paths
+from softattn import paths, workdir_check
 
 
 def test_relative_paths_stay_relative_when_joined_and_absolute_for_orbax(
@@ -44,8 +44,8 @@ def test_a_log_is_the_file_then_its_parts_and_torn_lines_are_skipped(tmp_path):
 
 
 def test_check_writable_creates_the_folder_or_says_why_not(tmp_path):
-  assert paths.check_writable(tmp_path / "a" / "b") == str(tmp_path / "a" / "b")
+  assert workdir_check.check_writable(tmp_path / "a" / "b") == str(tmp_path / "a" / "b")
   assert os.listdir(tmp_path / "a" / "b") == []  # the probe was removed
   (tmp_path / "file").write_text("")
   with pytest.raises(paths.PathError, match="cannot write the workdir here"):
-    paths.check_writable(tmp_path / "file" / "run")
+    workdir_check.check_writable(tmp_path / "file" / "run")
