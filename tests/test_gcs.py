@@ -1,10 +1,13 @@
 """Runs whose workdir is ``gs://``, against a GCS server on 127.0.0.1.
 
-fake-gcs-server (``tests/gcs_emulator.py``) is started once for this module;
-every client a run uses (gcsfs through ``softattn.paths`` and Orbax,
-tensorstore for the arrays, our own TensorBoard event writer) talks to it.
-A run writes every file into the bucket and none on local disk; a SIGKILL or
-SIGTERM mid-run resumes from the bucket to bitwise the uninterrupted run.
+fake-gcs-server (``tests/gcs_emulator.py``) is started once for this module
+and killed at its end; every client a run uses (gcsfs through
+``softattn.paths`` and Orbax, tensorstore for the arrays, our TensorBoard
+event writer) talks to it. A run writes every file into the bucket and none
+on local disk; SIGKILL and SIGTERM mid-run both resume from the bucket to
+bitwise the uninterrupted run; a sweep directory, a TFDS data_dir and the
+AOT table live in the bucket; each bad workdir is one line and exit 2 before
+TF or JAX start.
 """
 
 import json
