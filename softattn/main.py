@@ -160,12 +160,6 @@ def main(argv):
   # dozen lines per checkpoint) only with an explicit --verbosity=0.
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  # Before TF/JAX start: a workdir the run cannot write fails in seconds.
-  from softattn import paths, workdir_check  # pylint: disable=g-import-not-at-top
-  try:
-    workdir_check.check_writable(command.workdir)
-  except paths.PathError as e:
-    fail(f"workdir error: {e}", 2)
   # tf.data must not grab accelerators that JAX owns.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.set_visible_devices([], "GPU")
@@ -185,10 +179,14 @@ def main(argv):
          "need --config.multihost=True", 2)
   logging.info("JAX process %d/%d, %d local devices", jax.process_index(),
                jax.process_count(), jax.local_device_count())
-  from softattn import train  # pylint: disable=g-import-not-at-top
+  from softattn import paths, train, workdir_check  # pylint: disable=g-import-not-at-top
   try:
     check_config(command.config)
+    # After the config (a bad one creates no workdir), before any compile.
+    workdir_check.check_writable(command.workdir)
     train.train_and_evaluate(command.config, command.workdir)
+  except paths.PathError as e:
+    fail(f"workdir error: {e}", 2)
   except UsageError as e:
     fail(f"config error: {e}", 2)
   except train.ConfigError as e:

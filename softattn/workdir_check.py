@@ -1,11 +1,11 @@
 """The start-up check of a workdir: one line and exit 2, before anything runs.
 
-``softattn.main`` calls ``check_writable(workdir)`` before TF or JAX start,
-on every process (every host must reach the workdir). A bucket that does not
-exist, a host that does not answer, missing credentials, a refused write or
-a local folder that cannot be created each become one ``paths.PathError``
-line naming the fix, instead of a traceback minutes later at the first
-checkpoint.
+``softattn.main`` calls ``check_writable(workdir)`` after the config's checks
+and before anything compiles, on every process (every host must reach the
+workdir). A bucket that does not exist, a host that does not answer, missing
+credentials, a refused write or a local folder that cannot be created each
+become one ``paths.PathError`` line naming the fix, instead of a traceback
+minutes later at the first checkpoint.
 """
 
 from __future__ import annotations
