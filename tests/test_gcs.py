@@ -268,6 +268,22 @@ def _bad_workdir(workdir, cwd, env_extra=(), env_drop=()):
   return lines[-1]
 
 
+def _check_in_process(workdir, url, monkeypatch, timeout_s):
+  """``workdir_check``'s line with gcsfs pointed at ``url`` (what main prints
+  after ``workdir error: ``; the command line itself is tested above)."""
+  from softattn import workdir_check  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+  gcs_emulator.filesystem()  # drops the cached client of the real emulator
+  try:
+    with pytest.raises(paths.PathError) as e:
+      workdir_check.check_writable(workdir, timeout_s=timeout_s)
+  finally:
+    monkeypatch.undo()
+    gcs_emulator.filesystem()
+  assert "\n" not in str(e.value)
+  return str(e.value)
+
+
 def test_a_bucket_that_does_not_exist_is_one_line(gcs, tmp_path):
   line = _bad_workdir("gs://no-such-bucket/run", tmp_path)
   assert "gs://no-such-bucket does not exist" in line
@@ -275,14 +291,13 @@ def test_a_bucket_that_does_not_exist_is_one_line(gcs, tmp_path):
   assert not gcs_emulator.filesystem().exists("no-such-bucket")
 
 
-def test_an_unreachable_gcs_host_is_one_line_within_the_timeout(gcs, tmp_path):
+def test_an_unreachable_gcs_host_is_one_line_within_the_timeout(gcs,
+                                                               monkeypatch):
   import socket  # pylint: disable=g-import-not-at-top
   with socket.socket() as s:  # a loopback port nobody listens on
     s.bind(("127.0.0.1", 0))
     closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-  line = _bad_workdir(f"{B}/run", tmp_path, env_extra={
-      "STORAGE_EMULATOR_HOST": closed, "TENSORSTORE_GCS_HTTP_URL": closed,
-      "SOFTATTN_PATH_CHECK_TIMEOUT_S": "3"})
+  line = _check_in_process(f"{B}/run", closed, monkeypatch, timeout_s=3)
   assert f"no answer from {closed}" in line
 
 
@@ -451,7 +466,7 @@ def test_the_aot_launch_table_writes_to_the_bucket(gcs, capsys):
   assert _objects("docs") == ["scale.md"]  # and nothing else
 
 
-def test_a_bucket_that_refuses_this_account_is_one_line(gcs, tmp_path):
+def test_a_bucket_that_refuses_this_account_is_one_line(gcs, monkeypatch):
   # A server on 127.0.0.1 answering every request as GCS answers an account
   # without access to the bucket: 403 with GCS' JSON error body.
   import http.server  # pylint: disable=g-import-not-at-top
@@ -479,8 +494,7 @@ def test_a_bucket_that_refuses_this_account_is_one_line(gcs, tmp_path):
   threading.Thread(target=server.serve_forever, daemon=True).start()
   try:
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    line = _bad_workdir(f"{B}/run", tmp_path, env_extra={
-        "STORAGE_EMULATOR_HOST": url, "SOFTATTN_PATH_CHECK_TIMEOUT_S": "20"})
+    line = _check_in_process(f"{B}/run", url, monkeypatch, timeout_s=20)
   finally:
     server.shutdown()
     server.server_close()
