@@ -129,7 +129,7 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
   """
   if parallel < 1:
     raise declaration.SweepError(f"parallel={parallel}; use 1 or more.")
-  if len({paths.join(w) for _, w in jobs}) != len(jobs):
+  if len({os.fspath(paths.path(w)) for _, w in jobs}) != len(jobs):
     raise declaration.SweepError("two sweeps share a workdir; give each its "
                                  "own --workdir")
   launcher = list(launcher or default_launcher())
