@@ -17,13 +17,15 @@ from typing import Any
 
 import orbax.checkpoint as ocp
 
+from softattn import paths
+
 
 class Checkpointer:
   """Save every ``every`` steps and at the end, keep ``keep``, restore latest."""
 
   def __init__(self, directory: str, *, every: int, keep: int | None,
                asynchronous: bool = True):
-    self.directory = os.path.abspath(directory)
+    self.directory = os.fspath(paths.path(directory))  # local or gs://
     self.every = max(int(every or 0), 0)
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep or None, create=True,

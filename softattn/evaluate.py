@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from softattn import paths
+
 
 def i1k_wnids() -> list[str]:
   """The 1000 ImageNet-1k WordNet ids in TFDS ``imagenet2012`` label order."""
@@ -44,12 +46,12 @@ def i1k_wnids() -> list[str]:
 
 def read_wnids(path: str) -> list[str]:
   """One wnid per line (blank lines ignored), in the dataset's label order."""
-  if not path or not os.path.exists(path):
+  text = paths.read_text(path) if path else None  # local or gs://
+  if text is None:
     raise FileNotFoundError(
         f"i21k class list {path!r} not found; set config.eval.i21k_wnids_file "
         "to the wnid-per-line file your imagenet21k labels follow.")
-  with open(path, encoding="utf-8") as f:
-    return [l.strip() for l in f if l.strip()]
+  return [l.strip() for l in text.splitlines() if l.strip()]
 
 
 def i1k_indices(i21k_wnids: list[str]) -> np.ndarray:

@@ -26,7 +26,6 @@ resumes from them and ignores ``init_from``.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, Mapping
 
@@ -35,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from softattn import optim
+from softattn import optim, paths
 
 
 class InitFromError(ValueError):
@@ -48,14 +47,14 @@ def _flat(tree) -> dict[str, Any]:
 
 
 def _checkpoint_dir(path: str) -> str:
-  sub = os.path.join(path, "checkpoints")
-  return sub if os.path.isdir(sub) else path
+  sub = paths.join(path, "checkpoints")  # local or gs://
+  return str(paths.path(sub if paths.isdir(sub) else path))  # Orbax: absolute
 
 
 def read_orbax(path: str, step: int | None = None) -> dict[str, Any]:
   """``{"params": ..., "batch_stats": ...}`` of a softattn run's checkpoint."""
-  directory = os.path.abspath(_checkpoint_dir(path))
-  if not os.path.isdir(directory):
+  directory = _checkpoint_dir(path)
+  if not paths.isdir(directory):
     raise InitFromError(f"init_from.path={path!r} does not exist; give a run's "
                         "workdir, its checkpoints directory or a .npz file.")
   manager = ocp.CheckpointManager(directory)

@@ -10,10 +10,12 @@ resumes from the latest checkpoint in ``--workdir``.
 
 Exit codes:
   0: done (or saved after SIGTERM).
-  2: a bad command line or config: one line on stderr naming the fix, printed
-     before anything is compiled (an unknown field or config arg, a value of
-     the wrong type, a normalizer parameter outside its domain, an unknown
-     model variant, a missing config file or dataset, ...).
+  2: a bad command line, config or workdir: one line on stderr naming the
+     fix, printed before anything is compiled (an unknown field or config
+     arg, a value of the wrong type, a normalizer parameter outside its
+     domain, an unknown model variant, a missing config file or dataset; a
+     gs:// bucket that does not exist, cannot be reached or refuses this
+     account, missing credentials, a local workdir that cannot be written).
   3: non-finite loss/gradients (the message names the step; the last good
      checkpoint is kept).
 """
@@ -144,10 +146,14 @@ def main(argv):
          "need --config.multihost=True", 2)
   logging.info("JAX process %d/%d, %d local devices", jax.process_index(),
                jax.process_count(), jax.local_device_count())
-  from softattn import train  # pylint: disable=g-import-not-at-top
+  from softattn import paths, train, workdir_check  # pylint: disable=g-import-not-at-top
   try:
-    # Resolved once here (one dataset lookup); train takes it as it is.
-    train.train_and_evaluate(check_config(command.config), command.workdir)
+    resolved = check_config(command.config)  # one dataset lookup
+    # After the config (a bad one creates no workdir), before any compile.
+    workdir_check.check_writable(command.workdir)
+    train.train_and_evaluate(resolved, command.workdir)
+  except paths.PathError as e:
+    fail(f"workdir error: {e}", 2)
   except UsageError as e:
     fail(f"config error: {e}", 2)
   except configlib.ConfigError as e:

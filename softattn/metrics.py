@@ -5,19 +5,25 @@ Scalars are named ``<split>/<metric>`` (``train/loss``, ``eval/accuracy``,
 turns each ``write_scalars`` call into one line per split,
 ``{"step": 100, "split": "train", "loss": 0.7, ...}``, which scripts read with
 ``read_jsonl``. Only process 0 writes files; other hosts just log.
+
+Files go through ``softattn.paths``: on a ``gs://`` workdir ``metrics.jsonl``
+is rolled whole-object parts (objects cannot be appended to) and the
+TensorBoard events come from ``softattn.events``; ``read_jsonl`` reads both
+forms.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 from typing import Any, Mapping
 
 import numpy as np
 from clu import metric_writers
 from clu.metric_writers import interface
+
+from softattn import events, paths
 
 SPLITS = ("train", "eval", "info")
 
@@ -32,12 +38,16 @@ def _jsonable(v: Any) -> Any:
 
 
 class JsonlWriter(interface.MetricWriter):
-  """A CLU ``MetricWriter`` appending one JSON object per split and step."""
+  """A CLU ``MetricWriter`` appending one JSON object per split and step.
+
+  Appends to a ``paths.AppendLog``: the file itself locally, whole-object
+  parts on a bucket; each ``write_*`` call is flushed (one small upload).
+  """
 
   def __init__(self, path: str):
     self.path = path
     self._lock = threading.Lock()
-    self._f = open(path, "a", encoding="utf-8")
+    self._f = paths.AppendLog(path)
 
   def _write(self, step: int, values: Mapping[str, Any]) -> None:
     by_split: dict[str, dict[str, Any]] = {}
@@ -81,8 +91,7 @@ class JsonlWriter(interface.MetricWriter):
 
   def close(self):
     with self._lock:
-      if not self._f.closed:
-        self._f.close()
+      self._f.close()
 
 
 def make_writer(workdir: str, *, is_main: bool,
@@ -90,21 +99,23 @@ def make_writer(workdir: str, *, is_main: bool,
   """Logging + TensorBoard (``workdir``) + ``workdir/metrics.jsonl`` on process 0."""
   writers: list[interface.MetricWriter] = [metric_writers.LoggingWriter()]
   if is_main:
-    os.makedirs(workdir, exist_ok=True)
-    writers.append(metric_writers.SummaryWriter(workdir))
-    writers.append(JsonlWriter(os.path.join(workdir, "metrics.jsonl")))
+    paths.makedirs(workdir)
+    # tf.summary cannot reach a bucket through the same client (see events).
+    writers.append(events.EventsWriter(workdir) if paths.is_remote(workdir)
+                   else metric_writers.SummaryWriter(workdir))
+    writers.append(JsonlWriter(paths.join(workdir, "metrics.jsonl")))
   if asynchronous:
     return metric_writers.AsyncMultiWriter(writers)
   return metric_writers.MultiWriter(writers)
 
 
 def read_jsonl(path: str, split: str | None = None) -> list[dict[str, Any]]:
-  """The records of a ``metrics.jsonl``, optionally only one split."""
-  out = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      if line.strip():
-        rec = json.loads(line)
-        if split is None or rec.get("split") == split:
-          out.append(rec)
-  return out
+  """The records of a ``metrics.jsonl`` (file or parts), optionally one split.
+
+  A torn last line (a process killed mid-write) is skipped. Raises
+  ``FileNotFoundError`` when there is neither the file nor a part.
+  """
+  recs = paths.read_json_lines(path)
+  if not recs and not paths.exists(path):
+    raise FileNotFoundError(path)
+  return [r for r in recs if split is None or r.get("split") == split]

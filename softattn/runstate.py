@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
-import os
 import time
 from typing import Any
+
+from softattn import paths
 
 FILENAME = "status.json"
 
@@ -86,21 +86,17 @@ class Status:
 
 def read(workdir: str) -> Status | None:
   """The run's status, or ``None`` when it never wrote one."""
-  path = os.path.join(workdir, FILENAME)
-  try:
-    with open(path, encoding="utf-8") as f:
-      return Status.from_json(json.load(f))
-  except FileNotFoundError:
-    return None
+  record = paths.read_json(paths.join(workdir, FILENAME))
+  return None if record is None else Status.from_json(record)
 
 
 def write(workdir: str, status: Status) -> None:
-  """Writes ``status.json`` atomically (readers never see half a file)."""
-  path = os.path.join(workdir, FILENAME)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(status.to_json(), f, indent=1, default=str)
-  os.replace(tmp, path)
+  """Writes ``status.json`` atomically (readers never see half a file).
+
+  ``paths.write_atomic``: a renamed temporary file locally; on a bucket one
+  whole-object upload, which GCS makes atomic (there is no rename there).
+  """
+  paths.write_json(paths.join(workdir, FILENAME), status.to_json(), default=str)
 
 
 class Recorder:

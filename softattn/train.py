@@ -48,7 +48,7 @@ from clu import parameter_overview, periodic_actions
 
 from softattn import (checkpointing, configlib, evaluate,
                       init_from as init_from_lib, metrics as metrics_lib,
-                      optim, runstate, sharding, steps as steps_lib)
+                      optim, paths, runstate, sharding, steps as steps_lib)
 
 evaluate_split = evaluate.evaluate_split
 
@@ -213,11 +213,11 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
   Raises ``ConfigError`` (before compiling anything) for a bad config and
   ``NonFiniteError`` when the loss or gradients stop being finite.
   """
-  workdir = os.path.abspath(workdir)
+  workdir = os.fspath(paths.path(workdir))  # local folder or gs://
   is_main = jax.process_index() == 0
   cfg, info = configlib.resolve_config(config)
   model = configlib.build_model(cfg)
-  os.makedirs(workdir, exist_ok=True)
+  paths.makedirs(workdir)
   status = runstate.Recorder(workdir, enabled=is_main)
   kind = runstate.FailureKind
   try:
@@ -274,11 +274,11 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
   mesh = sharding.make_mesh(cfg.mesh)
   tx, schedule = optim.make_optimizer(cfg, total, steps_per_epoch)
   if is_main:
-    with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-      json.dump(json.loads(cfg.to_json_best_effort()), f, indent=1)
+    paths.write_json(paths.join(workdir, "config.json"),
+                     json.loads(cfg.to_json_best_effort()))
   writer = metrics_lib.make_writer(workdir, is_main=is_main)
   ckpt = checkpointing.Checkpointer(
-      os.path.join(workdir, "checkpoints"), every=cfg.checkpoint_every,
+      paths.join(workdir, "checkpoints"), every=cfg.checkpoint_every,
       keep=cfg.keep_checkpoints, asynchronous=bool(cfg.checkpoint_async))
   preempt = checkpointing.PreemptionFlag().install()
   verbose = bool(cfg.verbose) and is_main

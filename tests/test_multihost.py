@@ -37,9 +37,10 @@ import orbax.checkpoint as ocp
 import psutil  # a dependency of orbax-checkpoint and tensorflow-datasets
 import pytest
 
-from softattn import metrics, multihost
+from softattn import metrics, multihost, runstate
 
 sys.path.insert(0, os.path.dirname(__file__))
+import gcs_emulator  # pylint: disable=g-import-not-at-top,wrong-import-position
 import multihost_config  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,7 +168,7 @@ def runs(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("multihost")
   data_dir = str(tmp / "tfds")
   _make_dataset(data_dir)
-  out = {"tmp": tmp}
+  out = {"tmp": tmp, "data_dir": data_dir}
 
   one = Launch(tmp, "one", data_dir, str(tmp / "one"),
                [{"record": str(tmp / "one.rec0"), "replay_processes": 2}],
@@ -209,13 +210,13 @@ def runs(tmp_path_factory):
 
 def _train_losses(workdir) -> list[tuple[int, float]]:
   return [(r["step"], r["loss"]) for r in
-          metrics.read_jsonl(os.path.join(workdir, "metrics.jsonl"), "train")]
+          metrics.read_jsonl(f"{workdir}/metrics.jsonl", "train")]
 
 
 def _restore_params(workdir):
   """The latest checkpoint's params, restored whole on this process's device."""
   device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  with ocp.CheckpointManager(os.path.join(workdir, "checkpoints"),
+  with ocp.CheckpointManager(f"{workdir}/checkpoints",
                              item_handlers=ocp.StandardCheckpointHandler()) as m:
     step = m.latest_step()
     target = jax.tree.map(
@@ -274,8 +275,12 @@ def test_only_process_zero_writes_metrics_and_status(runs):
   wd = runs["tmp"] / "two"
   audit = [set(open(runs["tmp"] / f"two.audit{p}", encoding="utf-8").read()
                .split()) for p in range(2)]
-  assert {"metrics.jsonl", "status.json.tmp", "config.json"} <= audit[0]
-  assert audit[1] and all(f.startswith("checkpoints/") for f in audit[1]), audit[1]
+  # status.json and config.json are written whole (a renamed .tmp).
+  assert {"metrics.jsonl", "status.json.tmp", "config.json.tmp"} <= audit[0]
+  # Process 1: its checkpoint shards, and the start-up check's probe object
+  # (softattn.paths.check_writable: every host must reach the workdir).
+  assert audit[1] and all(f.startswith(("checkpoints/", ".write_check."))
+                          for f in audit[1]), audit[1]
   events = [f for f in os.listdir(wd) if f.startswith("events.out.tfevents")]
   # TensorBoard names its file ...<host>.<pid>.<n>: one file, process 0's.
   assert len(events) == 1 and f".{runs['pids'][0]}." in events[0], events
@@ -316,6 +321,36 @@ def test_sigkill_one_process_then_restart_both_is_bitwise_identical(runs):
   for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p2)):
     assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8),
                                                  b.view(np.uint8))
+
+
+def test_a_gs_workdir_holds_both_processes_shards_and_restores(runs):
+  # The same two-process run with its workdir in a bucket on 127.0.0.1
+  # (tests/gcs_emulator.py): each process writes its own Orbax shards there,
+  # then a restart of both restores from the bucket.
+  bucket = gcs_emulator.BUCKET
+  with gcs_emulator.running(bucket):
+    wd = f"gs://{bucket}/multihost"
+    Launch(runs["tmp"], "gcs", runs["data_dir"], wd, [{}, {}],
+           num_processes=2).wait_all()
+    fs = gcs_emulator.filesystem()
+    item = f"{bucket}/multihost/checkpoints/{STEPS}/default"
+    for p in range(2):
+      assert fs.find(f"{item}/ocdbt.process_{p}/d"), p  # its own shards
+    assert runstate.read(wd).state == "done"
+    assert _train_losses(wd) == _train_losses(runs["tmp"] / "two")
+    (s1, p1), (s2, p2) = (_restore_params(w) for w in (runs["tmp"] / "two", wd))
+    assert s1 == s2 == STEPS
+    for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p2)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # Both processes restore the state from the bucket and only evaluate:
+    # the same eval loss again, no step trained twice.
+    Launch(runs["tmp"], "gcs_again", runs["data_dir"], wd, [{}, {}],
+           num_processes=2).wait_all()
+    evals = metrics.read_jsonl(f"{wd}/metrics.jsonl", "eval")
+    assert [r["step"] for r in evals] == [STEPS, STEPS]
+    assert evals[0]["loss"] == evals[1]["loss"]
+    assert [s for s, _ in _train_losses(wd)] == list(range(1, STEPS + 1))
+    assert runstate.read(wd).state == "done"
 
 
 def test_traffic_stays_on_loopback(runs):

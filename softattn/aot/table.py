@@ -20,10 +20,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 from typing import Any
 
-from softattn import studies
+from softattn import paths, studies
 from softattn.aot import hostfeed
 from softattn.sweep import declaration
 
@@ -188,17 +187,17 @@ def main(out: str, only: str | None = None) -> None:
     print(f"compiling {row.label} for {row.topology} ...", flush=True)
     result = compile_row(row)
     print(result["report"] + "\n", flush=True)
-    with open(cache, "a", encoding="utf-8") as f:
-      f.write(json.dumps(result, default=str) + "\n")
+    log = paths.AppendLog(cache)  # rolled parts when ``out`` is on gs://
+    log.write(json.dumps(result, default=str) + "\n")
+    log.close()
   done = _read(cache)  # with rows another process may have added
   results = [done[(r.label, r.topology)] for r in ROWS
              if (r.label, r.topology) in done]
   pending = [r for r in ROWS if (r.label, r.topology) not in done]
-  with open(out, "w", encoding="utf-8") as f:
-    f.write(_intro() + render(results, pending,
-                              per_core=hostfeed.per_core_rate()))
+  paths.write_atomic(out, _intro() + render(results, pending,
+                                            per_core=hostfeed.per_core_rate()))
   if len(results) == len(ROWS):
-    os.remove(cache)
+    paths.remove_log(cache)
   print(f"wrote {out} ({len(results)} of {len(ROWS)} rows)")
 
 
@@ -214,13 +213,8 @@ def add_host_feed(path: str, benchmark: str = hostfeed.BENCHMARK) -> None:
 
 
 def _read(cache: str) -> dict:
-  done = {}
-  if os.path.exists(cache):
-    with open(cache, encoding="utf-8") as f:
-      for line in f:
-        r = json.loads(line)
-        done[(r["label"], r["topology"])] = r
-  return done
+  return {(r["label"], r["topology"]): r
+          for r in paths.read_json_lines(cache)}
 
 
 def _intro() -> str:

@@ -13,6 +13,8 @@ import os
 
 import tensorflow_datasets as tfds
 
+from softattn import paths
+
 
 @dataclasses.dataclass(frozen=True)
 class KnownDataset:
@@ -79,7 +81,14 @@ def get_builder(name: str, data_dir: str | None = None):
 
 
 def as_dataset(builder, split, **kwargs):
-  """``builder.as_dataset`` with a one-line error when the data is missing."""
+  """``builder.as_dataset`` with a one-line error when the data is missing.
+
+  A ``gs://`` data_dir is read through ``softattn.paths`` (``records``):
+  TF's own GCS client, which TFDS would use, cannot be tested offline.
+  """
+  if paths.is_remote(builder.data_dir):
+    from softattn.data import records  # pylint: disable=g-import-not-at-top
+    return records.as_dataset(builder, split, **kwargs)
   try:
     return builder.as_dataset(split=split, **kwargs)
   except AssertionError as e:

@@ -22,6 +22,8 @@ import tempfile
 
 import tensorflow_datasets as tfds
 
+from softattn import paths
+
 DEBIAN_DIR = "/usr/share/datasets/fashion-mnist"
 
 # The upstream files' gzip mtimes (seconds since epoch), as published on
@@ -72,13 +74,12 @@ def restore_files(source_dir: str, manual_dir: str, builder) -> None:
   """Writes the four files with restored headers; checks size and sha256."""
   expected = _registered_checksums(builder)
   for filename, mtime in _ORIGINAL_MTIME.items():
-    path = os.path.join(source_dir, filename)
-    if not os.path.exists(path):
+    path = paths.join(source_dir, filename)  # local or gs://
+    if not paths.exists(path):
       raise PrepareError(
           f"{path} is missing; install it with `apt-get install -y "
           f"dataset-fashion-mnist` or pass --source_dir")
-    with open(path, "rb") as f:
-      data = restore_gzip_header(f.read(), filename, mtime)
+    data = restore_gzip_header(paths.read_bytes(path), filename, mtime)
     size, checksum = expected[filename]
     digest = hashlib.sha256(data).hexdigest()
     if len(data) != size or digest != checksum:
@@ -104,6 +105,12 @@ def prepare_fashion_mnist(data_dir: str | None = None,
   Raises:
     PrepareError: files missing or not genuine, or wrong example counts.
   """
+  if data_dir and paths.is_remote(data_dir):
+    # TFDS writes records with TF's own GCS client (untested offline, and it
+    # stages files on local disk anyway): prepare locally, then copy.
+    raise PrepareError(
+        f"--data_dir={data_dir}: prepare into a local folder, then copy it, "
+        f"e.g. `gcloud storage cp -r /tmp/tfds/fashion_mnist {data_dir}/`")
   builder = tfds.builder("fashion_mnist", data_dir=data_dir)
   if source_dir is None and not os.path.isdir(DEBIAN_DIR):
     try:

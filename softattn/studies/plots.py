@@ -10,12 +10,14 @@ another. Error bars and bands are two-sided 95 % t intervals across seeds.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from softattn import paths
 from softattn.studies import stats
 from softattn.studies.runs import Run
 
@@ -60,9 +62,10 @@ def save(fig, path: str) -> str:
     plt.close(fig)
     raise ValueError(f"{path}: label both axes of {', '.join(bad)}")
   fig.tight_layout()
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  fig.savefig(path, dpi=110)
+  buf = io.BytesIO()
+  fig.savefig(buf, dpi=110, format=os.path.splitext(path)[1][1:] or "png")
   plt.close(fig)
+  paths.write_atomic(path, buf.getvalue())  # local (parents made) or gs://
   return path
 
 

@@ -10,12 +10,13 @@ exported; their results are columns of it, so a report regenerated from
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
 
 import numpy as np
+
+from softattn import paths
 
 # Image shapes of the datasets the studies use (for building models without
 # the data: tests, memory analysis).
@@ -65,8 +66,8 @@ def param_count(shapes) -> int:
 def restore_checkpoint(run_dir: str):
   """The latest Orbax checkpoint of a run directory as a dict of arrays
   (``params``, ``batch_stats``, ...), or None when it has none."""
-  ckpt = os.path.abspath(os.path.join(run_dir, "checkpoints"))
-  if not os.path.isdir(ckpt):
+  ckpt = str(paths.path(paths.join(run_dir, "checkpoints")))  # Orbax: absolute
+  if not paths.isdir(ckpt):
     return None
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   mngr = ocp.CheckpointManager(ckpt)
@@ -145,6 +146,4 @@ def _named(tree):
 
 
 def dump_json(path: str, obj: Any) -> None:
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(obj, f, indent=1, sort_keys=True, default=repr)
+  paths.write_json(path, obj, sort_keys=True, default=repr)

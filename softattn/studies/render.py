@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from softattn import paths
 from softattn.studies import claims as claims_lib
 from softattn.studies import stats
 from softattn.studies.claims import Claim, Metric, Verdict
@@ -182,9 +183,8 @@ Paper: `{paper}`. Ours: {setting}
 **Where our regime differs from the paper's:**
 
 """ + "\n".join(f"* {r}" for r in regime) + "\n\n" + claims_lib.RULE
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n\n".join(s.strip() for s in [head, *body] if s) + "\n")
+  paths.write_atomic(path, "\n\n".join(s.strip() for s in [head, *body]
+                                       if s) + "\n")
   return path
 
 

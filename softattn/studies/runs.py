@@ -30,13 +30,13 @@ import csv
 import dataclasses
 import fnmatch
 import json
+import io
 import math
-import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from softattn import runstate
+from softattn import paths, runstate
 from softattn.runstate import FailureKind, State
 from softattn.sweep import declaration, rundir
 
@@ -169,8 +169,8 @@ def _config_value(config, field: str):
 
 def _wall_seconds(run_dir: str) -> float | None:
   try:
-    start = os.path.getmtime(os.path.join(run_dir, rundir.CONFIG))
-    end = os.path.getmtime(os.path.join(run_dir, runstate.FILENAME))
+    start = paths.mtime(paths.join(run_dir, rundir.CONFIG))
+    end = paths.mtime(paths.join(run_dir, runstate.FILENAME))
   except OSError:
     return None
   return max(end - start, 0.0)
@@ -248,7 +248,7 @@ def collect(parts: Mapping[str, str], spec: str, workdir: str, *,
   for part, args in parts.items():
     sweep = declaration.load(f"{spec}:{args}" if args else spec, extra=extra)
     for r in sweep.runs:
-      out.append(read_run(part, r, os.path.join(workdir, part, r.name), **kw))
+      out.append(read_run(part, r, paths.join(workdir, part, r.name), **kw))
   return out
 
 
@@ -276,20 +276,20 @@ def _cell(v) -> str:
 def write_csv(path: str, runs: Sequence[Run]) -> str:
   """Writes the runs' records (one row per declared run) to ``path``."""
   metric_cols = sorted({k for r in runs for k in r.metrics})
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f)
-    w.writerow([*FIXED, *metric_cols, "series", "probes"])
-    for r in runs:
-      row = {"part": r.part, "run": r.name, "seed": r.seed,
-             "overrides": r.overrides, "fields": r.fields}
-      row.update({k: getattr(r, k) for k in FIXED[5:]})
-      cells = [json.dumps(row[k], sort_keys=True) if k in JSON_COLUMNS
-               else _cell(row[k]) for k in FIXED]
-      cells += [_cell(r.metrics.get(k)) for k in metric_cols]
-      cells += [json.dumps(r.series, sort_keys=True) if r.series else "",
-                json.dumps(r.probes, sort_keys=True) if r.probes else ""]
-      w.writerow(cells)
+  f = io.StringIO(newline="")
+  w = csv.writer(f)
+  w.writerow([*FIXED, *metric_cols, "series", "probes"])
+  for r in runs:
+    row = {"part": r.part, "run": r.name, "seed": r.seed,
+           "overrides": r.overrides, "fields": r.fields}
+    row.update({k: getattr(r, k) for k in FIXED[5:]})
+    cells = [json.dumps(row[k], sort_keys=True) if k in JSON_COLUMNS
+             else _cell(row[k]) for k in FIXED]
+    cells += [_cell(r.metrics.get(k)) for k in metric_cols]
+    cells += [json.dumps(r.series, sort_keys=True) if r.series else "",
+              json.dumps(r.probes, sort_keys=True) if r.probes else ""]
+    w.writerow(cells)
+  paths.write_atomic(path, f.getvalue())  # local (parents made) or gs://
   return path
 
 
@@ -301,24 +301,26 @@ def _num(text: str, kind=float):
 def read_csv(path: str) -> list[Run]:
   """The runs ``write_csv`` wrote, as ``Run`` records (no config, records)."""
   out = []
-  with open(path, newline="", encoding="utf-8") as f:
-    for row in csv.DictReader(f):
-      metrics = {k: float(v) for k, v in row.items()
-                 if "/" in k and v not in ("", None)}
-      out.append(Run(
-          part=row["part"], name=row["run"],
-          overrides=json.loads(row["overrides"] or "{}"),
-          fields=json.loads(row["fields"] or "{}"),
-          state=State(row["state"]),
-          kind=FailureKind(row["kind"]) if row["kind"] else None,
-          step=_num(row["step"], int), message=row["message"] or None,
-          total_steps=_num(row["total_steps"], int),
-          batch_size=_num(row["batch_size"], int),
-          epochs=_num(row["epochs"]), wall_s=_num(row["wall_s"]),
-          core_seconds=_num(row["core_seconds"]),
-          flops_per_step=_num(row["flops_per_step"]), metrics=metrics,
-          series=json.loads(row["series"]) if row["series"] else {},
-          probes=json.loads(row["probes"]) if row["probes"] else {}))
+  text = paths.read_text(path)
+  if text is None:
+    raise FileNotFoundError(path)
+  for row in csv.DictReader(io.StringIO(text, newline="")):
+    metrics = {k: float(v) for k, v in row.items()
+               if "/" in k and v not in ("", None)}
+    out.append(Run(
+        part=row["part"], name=row["run"],
+        overrides=json.loads(row["overrides"] or "{}"),
+        fields=json.loads(row["fields"] or "{}"),
+        state=State(row["state"]),
+        kind=FailureKind(row["kind"]) if row["kind"] else None,
+        step=_num(row["step"], int), message=row["message"] or None,
+        total_steps=_num(row["total_steps"], int),
+        batch_size=_num(row["batch_size"], int),
+        epochs=_num(row["epochs"]), wall_s=_num(row["wall_s"]),
+        core_seconds=_num(row["core_seconds"]),
+        flops_per_step=_num(row["flops_per_step"]), metrics=metrics,
+        series=json.loads(row["series"]) if row["series"] else {},
+        probes=json.loads(row["probes"]) if row["probes"] else {}))
   return out
 
 

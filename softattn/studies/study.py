@@ -22,6 +22,7 @@ import dataclasses
 import os
 from typing import Callable, Mapping, Sequence
 
+from softattn import paths
 from softattn.studies import claims as claims_lib
 from softattn.studies import render, runs as runs_lib
 from softattn.studies.claims import Claim, Verdict
@@ -93,11 +94,11 @@ def report(study: Study, csv_path: str, out: str) -> list[str]:
   """RESULTS.md and the plots in ``out``, from ``csv_path`` alone."""
   runs = runs_lib.read_csv(csv_path)
   ver = verdicts(study, runs)
-  os.makedirs(out, exist_ok=True)
+  paths.makedirs(out)
   sections, files = study.sections(runs, ver, out)
   rel = f"experiments/{study.name}/{study.csv_name}"
   path = render.results(
-      os.path.join(out, "RESULTS.md"), title=study.title,
+      paths.join(out, "RESULTS.md"), title=study.title,
       command=f"python experiments/{study.name}/report.py --from-csv {rel}",
       data=rel, paper=study.paper, setting=study.setting(runs),
       regime=study.regime(runs, ver), runs=runs, claims=study.claims,
@@ -139,7 +140,7 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
   if a.from_csv:
     csv_path = a.from_csv
   else:
-    csv_path = os.path.join(a.out, study.csv_name)
+    csv_path = paths.join(a.out, study.csv_name)
     export(study, a.workdir or f"workdirs/{study.name}", csv_path,
            extra=a.set, scale=a.scale, probe=not a.no_probes,
            merge_csv=a.merge_csv)

@@ -13,7 +13,6 @@ SPEC is a sweep config ``path.py[:arg]`` (see ``softattn.sweep.declaration``).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 
@@ -99,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
+  from softattn import paths  # pylint: disable=g-import-not-at-top
   from softattn.sweep import rundir, runner  # pylint: disable=g-import-not-at-top
   if len(args.workdir) != len(args.spec):
     raise declaration.SweepError(
@@ -119,7 +119,7 @@ def _run(args) -> int:
     chosen = declaration.select_all([sw for sw, _ in jobs], args.only)
     for (sweep, workdir), runs in zip(jobs, chosen):
       for r in runs:
-        state = rundir.run_state(os.path.join(workdir, r.name))
+        state = rundir.run_state(paths.join(workdir, r.name))
         print(f"# {r.name}: {state.state}")
         print(shlex.join([*launcher, *declaration.main_args(
             sweep, r, workdir)]))

@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+from softattn import paths
+
 
 def _workdir(argv) -> str | None:
   for i, a in enumerate(argv):
@@ -59,14 +61,14 @@ def _wait_for_sigterm(timeout_s: float) -> None:
 
 def _install_pause(run_name: str, step: int, workdir: str) -> None:
   from softattn import data  # pylint: disable=g-import-not-at-top
-  marker = os.path.join(workdir, ".mock_paused")
+  marker = paths.join(workdir, ".mock_paused")
   original = data.make_train_iter
 
   def pausing_iter(*args, start_step, **kwargs):
     k = start_step
     for batch in original(*args, start_step=start_step, **kwargs):
-      if k == step and not os.path.exists(marker):
-        open(marker, "w").close()
+      if k == step and not paths.exists(marker):
+        paths.write_atomic(marker, "")
         print(f"mock_main: paused at step {step} ({run_name})", flush=True)
         _wait_for_sigterm(120.0)
       yield batch
@@ -81,8 +83,7 @@ def main() -> None:
   workdir = _workdir(sys.argv[1:])
   if pause and workdir:
     name, _, step = pause.rpartition(":")
-    if os.path.basename(os.path.normpath(workdir)) == name:
-      os.makedirs(workdir, exist_ok=True)
+    if paths.path(workdir).name == name:
       _install_pause(name, int(step), workdir)
   n = int(os.environ.get("SOFTATTN_MOCK_EXAMPLES", "64"))
   with tfds.testing.mock_data(num_examples=n):

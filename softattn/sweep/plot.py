@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Sequence
 
 import matplotlib
@@ -9,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display on CI or TPU VMs
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
+
+from softattn import paths  # pylint: disable=g-import-not-at-top
 
 
 def plot_scaling(rows: Sequence[dict], fits: dict, path: str, *,
@@ -52,5 +55,7 @@ def plot_scaling(rows: Sequence[dict], fits: dict, path: str, *,
   ax.grid(True, which="both", alpha=0.3)
   ax.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path)
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png")
   plt.close(fig)
+  paths.write_atomic(path, buf.getvalue())  # local or gs://

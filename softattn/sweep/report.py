@@ -20,12 +20,11 @@
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
-import os
 from typing import Any, Sequence
 
-from softattn import runstate
+from softattn import paths, runstate
 from softattn.sweep import fit as fit_lib
 from softattn.sweep import rundir
 
@@ -98,7 +97,7 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
   ``sweep.json`` by ``sweep run``, else every sub-directory that looks like a
   run (its swept fields then unknown).
   """
-  manifest = rundir.read_json(os.path.join(sweep_dir, rundir.MANIFEST))
+  manifest = rundir.read_json(paths.join(sweep_dir, rundir.MANIFEST))
   if spec is not None:
     from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
     runs = [(r.name, r.overrides) for r in declaration.load(spec).runs]
@@ -106,9 +105,8 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
     runs = [(r["name"], r.get("overrides", {})) for r in manifest["runs"]]
   else:
     known = (rundir.STATUS, rundir.METRICS, rundir.CONFIG, rundir.ATTEMPT)
-    runs = [(d, {}) for d in sorted(os.listdir(sweep_dir))
-            if any(os.path.exists(os.path.join(sweep_dir, d, k))
-                   for k in known)]
+    runs = [(d, {}) for d in paths.listdir(sweep_dir)
+            if any(paths.exists(paths.join(sweep_dir, d, k)) for k in known)]
   if not runs:
     raise FileNotFoundError(
         f"{sweep_dir!r} holds no sweep.json and no run directories; pass the "
@@ -119,10 +117,10 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
 
   rows = []
   for name, overrides in runs:
-    run_dir = os.path.join(sweep_dir, name)
+    run_dir = paths.join(sweep_dir, name)
     state = rundir.run_state(run_dir)
     record = state.record or runstate.Status(step=None)
-    config = rundir.read_json(os.path.join(run_dir, rundir.CONFIG))
+    config = rundir.read_json(paths.join(run_dir, rundir.CONFIG))
     row: dict[str, Any] = {"run": name}
     for f in fields:
       row[f] = overrides.get(f, _nested(config, f))
@@ -195,12 +193,13 @@ def _columns(fields: Sequence[str], metric: str) -> list[str]:
 
 
 def write_csv(path: str, rows: Sequence[dict], columns: Sequence[str]) -> None:
-  with open(path, "w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(columns)
-    for row in rows:
-      writer.writerow(["" if row.get(c) is None else row.get(c)
-                       for c in columns])
+  f = io.StringIO(newline="")
+  writer = csv.writer(f)
+  writer.writerow(columns)
+  for row in rows:
+    writer.writerow(["" if row.get(c) is None else row.get(c)
+                     for c in columns])
+  paths.write_atomic(path, f.getvalue())
 
 
 def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
@@ -262,28 +261,27 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
   if compute not in COMPUTE_AXES:
     raise ValueError(f"compute={compute!r}; valid: {sorted(COMPUTE_AXES)}.")
   out_dir = out_dir or sweep_dir
-  os.makedirs(out_dir, exist_ok=True)
+  paths.makedirs(out_dir)
   rows, fields = collect(sweep_dir, metric=metric, group_by=group_by,
                          spec=spec)
   fits = fit_groups(rows, compute)
-  files = [os.path.join(out_dir, n) for n in
+  files = [paths.join(out_dir, n) for n in
            ("results.csv", "results.md", "fits.json")]
   write_csv(files[0], rows, _columns(fields, metric))
-  with open(files[1], "w") as f:
-    f.write(markdown(rows, fields, fits, metric=metric, compute=compute,
-                     title=f"Sweep {os.path.basename(os.path.abspath(sweep_dir))}"
-                     f": 1 - {metric} vs compute by {group_by}"))
+  paths.write_atomic(files[1], markdown(
+      rows, fields, fits, metric=metric, compute=compute,
+      title=f"Sweep {paths.path(sweep_dir).name}: 1 - {metric} vs compute "
+      f"by {group_by}"))
   fits_json = {
       g: {"n": r["n"], "reason": r["reason"],
           "fit": None if r["fit"] is None else {
               k: v for k, v in vars(r["fit"]).items()}}
       for g, r in fits.items()}
-  with open(files[2], "w") as f:
-    json.dump({"compute": compute, "metric": metric, "group_by": group_by,
-               "fits": fits_json}, f, indent=1)
+  paths.write_json(files[2], {"compute": compute, "metric": metric,
+                              "group_by": group_by, "fits": fits_json})
   if plot:
     from softattn.sweep import plot as plot_lib  # pylint: disable=g-import-not-at-top
-    png = os.path.join(out_dir, "scaling.png")
+    png = paths.join(out_dir, "scaling.png")
     plot_lib.plot_scaling(rows, fits, png, compute_key=COMPUTE_AXES[compute][0],
                           xlabel=COMPUTE_AXES[compute][1],
                           ylabel=f"error = 1 - {metric}", title=group_by)

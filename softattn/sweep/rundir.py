@@ -5,6 +5,8 @@ The training loop owns ``status.json`` (a ``softattn.runstate.Status``),
 them: ``sweep.log`` (the run's stdout and stderr, appended per attempt) and
 ``sweep_attempt.json`` (how the last attempt ended). From these the runner
 decides what to (re)run and the report says what happened to every run.
+Every file goes through ``softattn.paths``, so a run directory may be local or
+on ``gs://``.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from typing import Any
 
-from softattn import runstate
+from softattn import paths, runstate
 
 STATUS = runstate.FILENAME
 METRICS = "metrics.jsonl"
@@ -28,47 +29,26 @@ MANIFEST = "sweep.json"  # in the sweep directory, one level up
 def read_json(path: str) -> dict | None:
   """The JSON object in ``path``; None if missing or torn by a kill."""
   try:
-    with open(path) as f:
-      return json.load(f)
-  except FileNotFoundError:
-    return None
+    return paths.read_json(path)
   except json.JSONDecodeError:
     return None
 
 
 def write_json(path: str, obj: Any) -> None:
   """Writes atomically so a kill never leaves half a file behind."""
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(obj, f, indent=1, default=repr)  # keeps declaration order
-  os.replace(tmp, path)
+  paths.write_json(path, obj, default=repr)  # keeps declaration order
 
 
 def read_metrics(run_dir: str) -> list[dict]:
   """Every record of ``metrics.jsonl``; a torn last line (kill) is skipped."""
-  out = []
-  try:
-    with open(os.path.join(run_dir, METRICS)) as f:
-      for line in f:
-        line = line.strip()
-        if not line:
-          continue
-        try:
-          out.append(json.loads(line))
-        except json.JSONDecodeError:
-          continue
-  except FileNotFoundError:
-    pass
-  return out
+  return paths.read_json_lines(paths.join(run_dir, METRICS))
 
 
 def log_tail(run_dir: str, lines: int = 1) -> str:
   """The last non-empty lines of the run's log (usually the exception)."""
-  try:
-    with open(os.path.join(run_dir, LOG), errors="replace") as f:
-      text = [l.rstrip() for l in f.readlines()[-200:] if l.strip()]
-  except FileNotFoundError:
-    return ""
+  raw = paths.read_log(paths.join(run_dir, LOG))
+  text = [l.rstrip() for l in raw.decode("utf-8", errors="replace")
+          .splitlines()[-200:] if l.strip()]
   return " | ".join(text[-lines:])
 
 
@@ -117,7 +97,7 @@ def run_state(run_dir: str) -> RunState:
   """Classifies a run directory (see ``RunState``) from its records' fields."""
   State, Kind = runstate.State, runstate.FailureKind  # pylint: disable=invalid-name
   record = read_status(run_dir)
-  attempt = read_json(os.path.join(run_dir, ATTEMPT))
+  attempt = read_json(paths.join(run_dir, ATTEMPT))
   if record is not None and record.state == State.DONE:
     return RunState(State.DONE, None, record, attempt)
   if record is not None and record.state == State.FAILED:

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from softattn import runstate
+from softattn import paths, runstate
 from softattn.sweep import declaration
 from softattn.sweep import rundir
 
@@ -64,7 +64,7 @@ def preflight(sweep: declaration.Sweep, *, mock_data: bool = False) -> None:
 def write_manifest(sweep: declaration.Sweep, workdir: str,
                    launcher: Sequence[str]) -> None:
   """Records the sweep's runs and commands in ``<workdir>/sweep.json``."""
-  rundir.write_json(os.path.join(workdir, rundir.MANIFEST), {
+  rundir.write_json(paths.join(workdir, rundir.MANIFEST), {
       "config": sweep.config_flag,
       "runs": [{"name": r.name, "overrides": r.overrides,
                 "command": shlex.join([*launcher, *declaration.main_args(
@@ -129,23 +129,23 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
   """
   if parallel < 1:
     raise declaration.SweepError(f"parallel={parallel}; use 1 or more.")
-  if len({os.path.abspath(w) for _, w in jobs}) != len(jobs):
+  if len({os.fspath(paths.path(w)) for _, w in jobs}) != len(jobs):
     raise declaration.SweepError("two sweeps share a workdir; give each its "
                                  "own --workdir")
   launcher = list(launcher or default_launcher())
   selected = declaration.select_all([sw for sw, _ in jobs], only)
   # Several jobs: name runs by their sweep's folder, since parts reuse names.
-  tag = (lambda w: os.path.basename(os.path.normpath(w)) + "/") \
+  tag = (lambda w: paths.path(w).name + "/") \
       if len(jobs) > 1 else (lambda w: "")
 
   outcome: dict[tuple[str, str], runstate.State] = {}
   todo = []
   for (sweep, workdir), runs in zip(jobs, selected):
-    os.makedirs(workdir, exist_ok=True)
+    paths.makedirs(workdir)
     write_manifest(sweep, workdir, launcher)
     for run in runs:
       label = tag(workdir) + run.name
-      state = rundir.run_state(os.path.join(workdir, run.name))
+      state = rundir.run_state(paths.join(workdir, run.name))
       if state.state == runstate.State.DONE:
         log(f"skip {label}: done")
         outcome[workdir, run.name] = state.state
@@ -168,20 +168,22 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
     while todo or active:
       while todo and len(active) < parallel:
         sweep, workdir, run = todo.pop(0)
-        run_dir = os.path.join(workdir, run.name)
-        os.makedirs(run_dir, exist_ok=True)
+        run_dir = paths.join(workdir, run.name)
+        paths.makedirs(run_dir)
         cmd = [*launcher, *declaration.main_args(sweep, run, workdir)]
-        logf = open(os.path.join(run_dir, rundir.LOG), "a")
-        logf.write(f"\n$ {shlex.join(cmd)}\n")
-        logf.flush()
+        logf = _RunLog(paths.join(run_dir, rundir.LOG))
+        logf.log.write(f"\n$ {shlex.join(cmd)}\n")
+        logf.log.flush()
         attempt = {"command": shlex.join(cmd), "started": time.time(),
                    "returncode": None, "interrupted": False}
-        rundir.write_json(os.path.join(run_dir, rundir.ATTEMPT), attempt)
+        rundir.write_json(paths.join(run_dir, rundir.ATTEMPT), attempt)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # A session of its own: a terminal Ctrl-C reaches only the runner,
         # which then stops each run the same way (SIGTERM, then SIGKILL).
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=logf.stdout,
+                                stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        logf.started(proc)
         active[workdir, run.name] = (proc, attempt, logf)
         n = total - len(todo)
         log(f"start [{n}/{total}] {tag(workdir)}{run.name} (pid {proc.pid})")
@@ -194,7 +196,7 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
         workdir, name = key
         attempt = _finish(workdir, name, attempt, proc.returncode,
                           interrupted=False)
-        state = rundir.run_state(os.path.join(workdir, name))
+        state = rundir.run_state(paths.join(workdir, name))
         outcome[key] = state.state
         took = attempt["ended"] - attempt["started"]
         extra = f": {state.reason}" if state.reason and \
@@ -221,6 +223,42 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
   return outcome
 
 
+class _RunLog:
+  """A run's ``sweep.log``: the child's stdout and stderr, appended.
+
+  Locally the child writes to the file itself (it outlives the runner, as
+  before). A bucket has no append and no file handle to give a child: the
+  runner pipes the output into a ``paths.AppendLog`` from a thread,
+  uploading every ``every_s`` seconds and at the end.
+  """
+
+  def __init__(self, path: str, every_s: float = 5.0):
+    self.log = paths.AppendLog(path)
+    self.every_s = every_s
+    self._thread = None
+    self.stdout = subprocess.PIPE if self.log.remote else self.log.file
+
+  def started(self, proc: subprocess.Popen) -> None:
+    if self.log.remote:
+      self._thread = threading.Thread(target=self._pump, args=(proc.stdout,),
+                                      daemon=True)
+      self._thread.start()
+
+  def _pump(self, stream) -> None:
+    last = time.monotonic()
+    for line in iter(stream.readline, b""):
+      self.log.write(line)
+      if time.monotonic() - last > self.every_s:
+        self.log.flush()
+        last = time.monotonic()
+
+  def close(self) -> None:
+    """After the child exited: the rest of its output, then the file."""
+    if self._thread is not None:
+      self._thread.join()
+    self.log.close()
+
+
 def _signal(proc: subprocess.Popen, sig: int) -> None:
   try:
     os.killpg(proc.pid, sig)  # the run and anything it started
@@ -231,5 +269,5 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
 def _finish(workdir, name, attempt, returncode, *, interrupted):
   attempt = dict(attempt, returncode=returncode, ended=time.time(),
                  interrupted=interrupted)
-  rundir.write_json(os.path.join(workdir, name, rundir.ATTEMPT), attempt)
+  rundir.write_json(paths.join(workdir, name, rundir.ATTEMPT), attempt)
   return attempt
