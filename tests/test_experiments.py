@@ -22,7 +22,7 @@ import pytest
 from softattn import configlib, normalizers, studies
 from softattn.runstate import FailureKind, State
 from softattn.sweep import declaration
-from softattn.data import preprocess
+from softattn.data import datasets as data_facts, preprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXP = os.path.join(REPO, "experiments")
@@ -64,7 +64,7 @@ def test_every_study_config_builds(path, arg):
     configlib.check_keys(cfg)
     assert cfg.total_steps or cfg.num_epochs
     preprocess.parse(cfg.data.pp_train), preprocess.parse(cfg.data.pp_eval)
-    assert cfg.data.name in studies.IMAGE_SHAPES
+    assert cfg.data.name in data_facts.KNOWN
     model = cfg.model.to_dict()
     if model.get("normalizer"):
       normalizers.get(model["normalizer"])

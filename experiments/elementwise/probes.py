@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from softattn import studies
+from softattn.data import datasets
 
 # The paper's "most values within [-0.05, 0.05]" (Sec. 3, model G).
 WEIGHT_BAND = 0.05
@@ -28,7 +29,7 @@ def _model_and_loss(config, y):
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from softattn import losses, models  # pylint: disable=g-import-not-at-top
   kw = config.model.to_dict()
-  kw["num_classes"] = studies.NUM_CLASSES[config.data.name]
+  kw["num_classes"] = datasets.known(config.data.name).num_classes
   model = models.build_model(config.model_name, **kw)
   onehot = jax.nn.one_hot(y, kw["num_classes"])
   if config.loss.get("label_smoothing"):

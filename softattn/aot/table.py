@@ -23,8 +23,8 @@ import json
 import os
 from typing import Any
 
-from softattn import studies
 from softattn.aot import hostfeed
+from softattn.models import abstract
 from softattn.sweep import declaration
 
 PROGRAMS = ("train", "eval")
@@ -73,8 +73,8 @@ def row_config(row: Row):
   path, arg = declaration.split_spec(row.spec)
   if path.endswith("sweep.py"):
     runs = declaration.load(row.spec).runs
-    config = max(runs, key=lambda r: studies.param_count(
-        studies.build_abstract(r.config)[1])).config
+    config = max(runs, key=lambda r: abstract.param_count(
+        abstract.build_abstract(r.config)[1])).config
   else:
     config = declaration.config_from_file(path, arg)
   config = config.copy_and_resolve_references()
