@@ -123,7 +123,7 @@ def probe(runs, cache_dir):
   del cache_dir
   noskip = None
   for r, state in studies.probed(runs):
-    g = paper_grad_avg(r, r.dir)
+    g = paper_grad_avg(r, state)
     if g is not None:
       r.metrics["value/grad_avg"] = g
       r.metrics["value/abs_grad_avg"] = abs(g)
