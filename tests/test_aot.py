@@ -10,6 +10,7 @@ import pytest
 
 from softattn import topology
 from softattn.aot import datasets, flops, memory, roofline
+from softattn.data import datasets as data_facts
 from softattn.sweep import declaration
 from tests import libtpu_required
 
@@ -64,9 +65,9 @@ def test_buffer_assignment_total_is_read_from_the_dump(tmp_path):
 
 
 def test_offline_dataset_facts_follow_the_config_splits_and_pp():
-  assert datasets.split_size("imagenet21k", "full[51200:]") == 14_145_922
-  assert datasets.split_size("imagenet21k", "full[:51200]") == 51_200
-  assert datasets.split_size("cifar10", "train[:90%]") == 45_000
+  assert data_facts.split_size("imagenet21k", "full[51200:]") == 14_145_922
+  assert data_facts.split_size("imagenet21k", "full[:51200]") == 51_200
+  assert data_facts.split_size("cifar10", "train[:90%]") == 45_000
   cfg = declaration.config_from_file("configs/i21k_vit.py", "variant=B/16")
   info = datasets.dataset_info(cfg.data)
   assert info == dict(num_classes=21843, image_shape=(224, 224, 3),

@@ -22,7 +22,7 @@ import pytest
 from softattn import configlib, normalizers, studies
 from softattn.runstate import FailureKind, State
 from softattn.sweep import declaration
-from softattn.data import preprocess
+from softattn.data import datasets as data_facts, preprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXP = os.path.join(REPO, "experiments")
@@ -64,7 +64,7 @@ def test_every_study_config_builds(path, arg):
     configlib.check_keys(cfg)
     assert cfg.total_steps or cfg.num_epochs
     preprocess.parse(cfg.data.pp_train), preprocess.parse(cfg.data.pp_eval)
-    assert cfg.data.name in studies.IMAGE_SHAPES
+    assert cfg.data.name in data_facts.KNOWN
     model = cfg.model.to_dict()
     if model.get("normalizer"):
       normalizers.get(model["normalizer"])
@@ -258,6 +258,28 @@ def test_nonlocal_from_csv(tmp_path):
   assert any("0/3 runs diverged" in n for n in study.regime(runs, ver))
   for png in ("table3_error.png", "attention_maps.png"):
     assert (out / png).exists()
+
+
+def test_nonlocal_probe_memory_for_every_run_checkpoints_where_found(
+    tmp_path):
+  """The export probe's two halves: every run gets its full-scale memory
+  row (from the committed cache; the unscaled block has none), and the
+  attention probe reads only the checkpoints ``studies.probed`` finds
+  (none here)."""
+  study = _module_study("nonlocal")
+  nl = "model.nl_blocks."
+  runs = synthetic(study, lambda run: None)
+  for r in runs:
+    r.dir = str(tmp_path / r.name)
+  study.probe(runs, os.path.join(EXP, "nonlocal"))
+  with open(os.path.join(EXP, "nonlocal", "memory.json")) as f:
+    mb = {(h, b): v for h, b, v in json.load(f)["mb"]}
+  got = [r.metrics.get("value/full_step_mb") for r in runs]
+  assert got == [mb.get((r.get(nl + "heads"), "softmax" if not r.get(
+      nl + "heads") else r.get(nl + "normalizer"))) for r in runs]
+  assert None in got and len(set(got) - {None}) > 2
+  assert not any(r.probes or "value/vertical_ratio" in r.metrics
+                 for r in runs)
 
 
 def test_periodic_from_csv(tmp_path):
@@ -765,12 +787,12 @@ def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
       train_runner.load_config("experiments/elementwise/sweep.py"), over)
   run = studies.Run("models", "r", {"seed": 0}, state=State.DONE, step=1,
                     config=cfg)
-  with tfds.testing.mock_data(num_examples=8):
-    v = ew.paper_grad_avg(run, str(wd), n=8)
-  assert isinstance(v, float) and np.isfinite(v) and v != 0.0
-  assert ew.paper_grad_avg(run, str(tmp_path / "none")) is None
-  # The attention branch removed: conv kernels zero, all else the same.
   state = studies.restore_checkpoint(str(wd))
+  with tfds.testing.mock_data(num_examples=8):
+    v = ew.paper_grad_avg(run, state, n=8)
+  assert isinstance(v, float) and np.isfinite(v) and v != 0.0
+  assert ew.paper_grad_avg(run, {"params": {"head": {}}}) is None
+  # The attention branch removed: conv kernels zero, all else the same.
   off = ew.without_branch(state["params"])
   flat = dict(jax.tree_util.tree_flatten_with_path(state["params"])[0])
   for path, leaf in jax.tree_util.tree_flatten_with_path(off)[0]:

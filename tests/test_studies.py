@@ -4,10 +4,13 @@ Edge cases of the stated rule: fewer than 3 pairs is inconclusive,
 below-budget is "not testable here" with the reason, equivalence by TOST
 inside / outside the margin, a diverged run (kind nonfinite) left out and
 named, one-sided tests where the direction matters; runs.csv round trip;
-plots refuse unlabelled axes.
+plots refuse unlabelled axes; the checkpoint loop every study's probe
+runs (``probed``); nothing outside ``softattn/studies`` imports it.
 """
 
+import ast
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -276,3 +279,86 @@ def test_summary_block_is_replaced_in_place():
   assert "A" not in twice.split("intro")[0] and twice.count("B\n") == 1
   assert "No committed per-run data" in studies.render.summary_table(
       [("x", None)])
+
+
+# ----------------------------------------------------------------------------
+# The studies sit on top: infrastructure never imports them.
+
+SOFTATTN = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "softattn")
+
+
+def studies_imports(source: str, module: str) -> list[int]:
+  """Lines of ``source`` (the module ``module``, e.g. ``softattn.aot.table``)
+  that import ``softattn.studies``: ``import softattn.studies[.x]``, ``from
+  softattn.studies[.x] import ...``, ``from softattn import studies`` and
+  their relative forms."""
+  package = module.rsplit(".", 1)[0]
+  lines = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:   # relative: resolve against the module's package
+        parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(parent + ([base] if base else []))
+      names = [base] + [f"{base}.{a.name}" for a in node.names]
+    else:
+      continue
+    if any(n == "softattn.studies" or n.startswith("softattn.studies.")
+           for n in names):
+      lines.append(node.lineno)
+  return lines
+
+
+def test_import_check_sees_every_form():
+  for source in ("from softattn import studies", "import softattn.studies",
+                 "from softattn.studies.probes import probed",
+                 "import softattn.studies.runs as r",
+                 "from .. import studies", "from ..studies import render"):
+    assert studies_imports(source, "softattn.aot.table") == [1], source
+  for source in ("from softattn import sweep", "import softattn.studiesx",
+                 "from softattn.data import datasets", "from . import studies"):
+    assert studies_imports(source, "softattn.aot.table") == [], source
+
+
+def test_nothing_outside_the_studies_imports_them():
+  """``softattn.studies`` reads the infrastructure (models, data, sweep);
+  never the reverse, so infrastructure does not change with a study."""
+  offenders = []
+  for root, _, files in os.walk(SOFTATTN):
+    for name in files:
+      path = os.path.join(root, name)
+      rel = os.path.relpath(path, os.path.dirname(SOFTATTN))
+      if not name.endswith(".py") or rel.startswith(
+          os.path.join("softattn", "studies") + os.sep):
+        continue
+      module = rel[:-3].replace(os.sep, ".")
+      with open(path, encoding="utf-8") as f:
+        offenders += [f"{rel}:{n}" for n in studies_imports(f.read(), module)]
+  assert not offenders, (f"{', '.join(offenders)} import softattn.studies; "
+                         "move what they need to the module that owns it")
+
+
+def test_probed_reads_finished_runs_with_checkpoints_lowest_seed_first(
+    tmp_path):
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
+  def with_checkpoint(seed, state=State.DONE, ckpt=True, **fields):
+    r = run("a", seed, 0.5, state=state, **fields)
+    r.dir = str(tmp_path / f"run{seed}")
+    if ckpt:
+      with ocp.CheckpointManager(os.path.join(r.dir, "checkpoints")) as m:
+        m.save(3, args=ocp.args.StandardSave(
+            {"params": {"w": np.full(2, seed, np.float32)}}))
+    return r
+
+  runs = [with_checkpoint(2), with_checkpoint(0, heads=4),
+          with_checkpoint(1, state=State.FAILED),
+          with_checkpoint(3, ckpt=False), with_checkpoint(4, heads=4)]
+  got = [(r.seed, s["params"]["w"].tolist())
+         for r, s in studies.probed(runs)]
+  assert got == [(0, [0, 0]), (2, [2, 2]), (4, [4, 4])]
+  kept = studies.probed(runs, keep=lambda r: r.get("heads") == 4)
+  assert [r.seed for r, _ in kept] == [0, 4]

@@ -26,33 +26,30 @@ def _model_and_loss(config, y):
   (the config's loss and label smoothing, as in training)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from softattn import losses, models  # pylint: disable=g-import-not-at-top
-  kw = config.model.to_dict()
-  kw["num_classes"] = studies.NUM_CLASSES[config.data.name]
-  model = models.build_model(config.model_name, **kw)
-  onehot = jax.nn.one_hot(y, kw["num_classes"])
+  from softattn import losses  # pylint: disable=g-import-not-at-top
+  model = studies.build_model(config)   # classes from the dataset's facts
+  onehot = jax.nn.one_hot(y, model.num_classes)
   if config.loss.get("label_smoothing"):
     onehot = losses.smooth_labels(onehot, config.loss.label_smoothing)
   loss_fn = losses.from_config(config.loss)
   return model, lambda logits: jnp.mean(loss_fn(logits, onehot))
 
 
-def paper_grad_avg(run, run_dir, n=4096):
+def paper_grad_avg(run, state, n=4096):
   """The paper's "last gradients average", recomputed from a checkpoint.
 
   The paper logs the mean of the loss gradient of the first layer's
   weights: the first conv kernel (control) or the first head's x weights
   of the first layer (attention models), at its last training batch. Ours:
   the same mean at the run's final checkpoint on the first ``n`` training
-  images (one batch of the paper's size, train mode). None when the run
-  has no checkpoint or no first layer.
+  images (one batch of the paper's size, train mode); ``state``: that
+  checkpoint (``studies.probed``). None when the model has no first layer.
   """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  state = studies.restore_checkpoint(run_dir)
   # The attention-free baseline (layers=0) has no first layer: nothing to
   # compare with the paper's column.
-  if state is None or not ({"conv1", "layer0"} & set(state["params"])):
+  if not {"conv1", "layer0"} & set(state["params"]):
     return None
   cfg = run.config
   x, y = studies.load_images(cfg, cfg.data.train_split, n)

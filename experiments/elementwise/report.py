@@ -122,13 +122,8 @@ def params(run) -> float:
 def probe(runs, cache_dir):
   del cache_dir
   noskip = None
-  for r in sorted(runs, key=lambda r: r.seed):
-    if not r.done:
-      continue
-    state = studies.restore_checkpoint(r.dir)
-    if state is None:
-      continue
-    g = paper_grad_avg(r, r.dir)
+  for r, state in studies.probed(runs):
+    g = paper_grad_avg(r, state)
     if g is not None:
       r.metrics["value/grad_avg"] = g
       r.metrics["value/abs_grad_avg"] = abs(g)

@@ -62,7 +62,7 @@ def train_step_memory_mb(config, batch=128):
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import optax  # pylint: disable=g-import-not-at-top
   model, shapes = studies.build_abstract(config)
-  shape = studies.IMAGE_SHAPES[config.data.name]
+  shape = studies.input_shape(config)
 
   def loss(params, stats, x, y):
     logits, new = model.apply({"params": params, "batch_stats": stats}, x,
@@ -122,18 +122,16 @@ def vertical_line_ratio(weights) -> float:
 
 def probe(runs, cache_dir):
   mem = memory_table(os.path.join(cache_dir, "memory.json"))
-  mapped = set()
-  for r in sorted(runs, key=lambda r: r.seed):
-    h, b = r.get(NL + "heads"), r.get(NL + "normalizer")
-    key = (h, "softmax" if h == 0 else b)
+  for r in runs:
+    h = r.get(NL + "heads")
+    key = (h, "softmax" if h == 0 else r.get(NL + "normalizer"))
     if key in mem:      # the unscaled block has no full-scale memory row
       r.metrics["value/full_step_mb"] = mem[key]
-    if not (r.done and h == 4 and r.get(NL + "mode") == "base"
-            and r.get(NL + "init") == "normal"):
-      continue
-    state = studies.restore_checkpoint(r.dir)
-    if state is None:
-      continue
+  mapped = set()
+  for r, state in studies.probed(runs, keep=lambda r: (
+      r.get(NL + "heads") == 4 and r.get(NL + "mode") == "base"
+      and r.get(NL + "init") == "normal")):
+    b = r.get(NL + "normalizer")
     x, _ = studies.load_images(r.config, r.config.data.eval_split, 4)
     weights = studies.attention_weights(r.config, state, x)
     first = weights[sorted(weights)[0]]

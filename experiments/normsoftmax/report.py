@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 from softattn import studies
+from softattn.data import datasets
 from softattn.studies import plots, render
 from softattn.studies.claims import ACCURACY, Metric
 from softattn.sweep import declaration
@@ -413,7 +414,7 @@ def _fig4_note(verdicts) -> str | None:
 def _num_classes(part) -> int:
   """The declared classes of a part's model (runs.csv has no config)."""
   cfg = declaration.load(f"{SPEC}:part={part}").runs[0].config
-  return studies.NUM_CLASSES[cfg.data.name]
+  return datasets.known(cfg.data.name).num_classes
 
 
 def _top_cap(k: int) -> float:

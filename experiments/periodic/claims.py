@@ -18,11 +18,13 @@ sections of RESULTS.md, ``STUDY``).
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 
 from softattn import studies
+from softattn.data import datasets
 from softattn.studies.claims import (ACCURACY, Claim, Metric,
                                      paper_fraction, unavailable)
 
@@ -31,8 +33,9 @@ study = studies.load_module(os.path.join(HERE, "sweep.py"))
 DEPTHS = (1, 2, 4)
 FOCUS = "depth4_long"
 FOCUS_STEPS = 1500
-# One epoch of Fashion-MNIST at batch 64 (60000 / 64 = 937.5 steps).
-BD_PART, BD_STEPS = "breakdown_1ep", 938
+# One epoch of Fashion-MNIST at the reduced sweep's batch 64 (937.5 steps).
+BD_PART, BD_STEPS = "breakdown_1ep", math.ceil(
+    datasets.split_size("fashion_mnist", "train") / 64)
 SM, SIN, SIN2 = "softmax", "sin_softmax", "sin2_max_shifted"
 pre = study.prenorm
 

@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 from softattn import studies
+from softattn.data import datasets
 from softattn.studies import plots, render
 from softattn.studies.claims import ACCURACY
 from softattn.sweep import declaration
@@ -71,13 +72,17 @@ def score_tail_ratio(run) -> float | None:
   return float(np.mean(out)) if out else None
 
 
+def _num_classes(config) -> int:
+  return datasets.known(config.data.name).num_classes
+
+
 def broke_down(run) -> float | None:
   if run.diverged:
     return 1.0
   acc = run.value("final/accuracy")
   if acc is None:
     return None
-  return float(acc < 2.0 / studies.NUM_CLASSES[run.config.data.name])
+  return float(acc < 2.0 / _num_classes(run.config))
 
 
 def break_step(run) -> float | None:
@@ -86,7 +91,7 @@ def break_step(run) -> float | None:
   if not broke_down(run):
     return None
   steps, tr = run.curve("accuracy")
-  above = np.nonzero(tr > 2.0 / studies.NUM_CLASSES[run.config.data.name])[0]
+  above = np.nonzero(tr > 2.0 / _num_classes(run.config))[0]
   if not above.size:
     return float(steps[0]) if steps.size else None
   nxt = above[-1] + 1
@@ -110,12 +115,7 @@ def probe(runs, cache_dir):
   del cache_dir
   deepest = max(DEPTHS)
   mapped = set()
-  for r in sorted(runs, key=lambda r: r.seed):
-    if not r.done:
-      continue
-    state = studies.restore_checkpoint(r.dir)
-    if state is None:
-      continue
+  for r, state in studies.probed(runs):
     x, _ = studies.load_images(r.config, r.config.data.eval_split, 8)
     weights = studies.attention_weights(r.config, state, x)
     r.metrics["value/border_share"] = float(np.mean(
@@ -349,7 +349,7 @@ def _twice_chance(runs):
   """Twice chance accuracy in %, for the data set our runs use."""
   del runs
   c = declaration.load(SPEC).runs[0].config
-  return 200.0 / studies.NUM_CLASSES[c.data.name]
+  return 200.0 / _num_classes(c)
 
 
 def setting(runs):

@@ -22,8 +22,9 @@ import datetime
 import json
 from typing import Any
 
-from softattn import paths, studies
+from softattn import paths
 from softattn.aot import hostfeed
+from softattn.models import abstract
 from softattn.sweep import declaration
 
 PROGRAMS = ("train", "eval")
@@ -72,8 +73,8 @@ def row_config(row: Row):
   path, arg = declaration.split_spec(row.spec)
   if path.endswith("sweep.py"):
     runs = declaration.load(row.spec).runs
-    config = max(runs, key=lambda r: studies.param_count(
-        studies.build_abstract(r.config)[1])).config
+    config = max(runs, key=lambda r: abstract.param_count(
+        abstract.build_abstract(r.config)[1])).config
   else:
     config = declaration.config_from_file(path, arg)
   config = config.copy_and_resolve_references()

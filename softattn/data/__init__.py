@@ -5,6 +5,9 @@
   ``(seed, step)``.
 * ``preprocess``: named preprocessing ops composed from strings like
   ``"inception_crop(224)|flip_lr|randaug(2, 9)|value_range(-1, 1)"``.
+* ``datasets.KNOWN`` (``KNOWN_DATASETS``): the project's datasets, their
+  default splits and offline facts (class count, stored image shape,
+  examples per split), written once; ``datasets.split_size``.
 * ``mix.mixup_cutmix``: Mixup / CutMix in JAX, applied in the train step.
 * ``python -m softattn.data prepare fashion_mnist``: offline Fashion-MNIST.
 """

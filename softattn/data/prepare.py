@@ -23,6 +23,7 @@ import tempfile
 import tensorflow_datasets as tfds
 
 from softattn import paths
+from softattn.data import datasets
 
 DEBIAN_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -34,7 +35,7 @@ _ORIGINAL_MTIME = {
     "t10k-images-idx3-ubyte.gz": 1504176627,
     "t10k-labels-idx1-ubyte.gz": 1504176627,
 }
-_EXPECTED_COUNTS = {"train": 60_000, "test": 10_000}
+_EXPECTED_COUNTS = dict(datasets.KNOWN["fashion_mnist"].split_sizes)
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _FNAME = 0x08
 

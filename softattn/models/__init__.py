@@ -6,6 +6,9 @@ mutable=[...])`` on float32 NHWC images, returning ``[B, num_classes]``
 logits. BatchNorm statistics live in ``batch_stats`` (mutable when
 ``train=True``), dropout uses the ``dropout`` rng, and every model sows its
 pre-logit features as ``intermediates/pre_logits``.
+
+``softattn.models.abstract`` builds a config's model without its data
+(variable shapes, parameter count).
 """
 
 from __future__ import annotations

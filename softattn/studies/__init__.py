@@ -5,7 +5,8 @@
 * ``claims``: ``Claim``, ``Verdict``, ``judge`` and the stated ``RULE``;
 * ``render``: the one RESULTS.md renderer and the summary of all studies;
 * ``plots``: CI error bars, seed counts, labelled axes, no hidden lines;
-* ``probes``: models without data, checkpoints, sown attention weights;
+* ``probes``: checkpoints, sown attention weights, and ``probed``, the
+  checkpoint loop every study's probe runs;
 * ``study``: ``Study`` (a study's declaration) and the ``report.py`` CLI.
 
 ``python -m softattn.studies summary`` rewrites the verdict counts at the
@@ -18,10 +19,11 @@ from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
                                      Claim, Metric, Requirement, Verdict,
                                      judge, judge_all, paper_fraction,
                                      precondition, unavailable)
-from softattn.studies.probes import (IMAGE_SHAPES, NUM_CLASSES,
-                                     attention_weights, build_abstract,
-                                     build_model, dump_json, load_images,
-                                     moved_from_init, param_count,
+# Models without data (softattn.models.abstract), as the studies use them.
+from softattn.models.abstract import (build_abstract, build_model,
+                                      input_shape, param_count)
+from softattn.studies.probes import (attention_weights, dump_json,
+                                     load_images, moved_from_init, probed,
                                      restore_checkpoint)
 # A study's sweep.py/report.py/claims.py is loaded as configs are.
 from softattn.configlib import load_module

@@ -1,6 +1,6 @@
-"""What study-specific probes need: models without data, checkpoints, images.
+"""What study-specific probes need: checkpoints, images, sown weights.
 
-A probe reads a finished run's checkpoint (``restore_checkpoint``) and
+A probe reads each finished run's checkpoint (``probed``) and
 computes something the metrics do not log: the attention weights the
 layers sow (``attention_weights``), how far parameters moved from the
 loop's own init (``moved_from_init``). Probes run when ``runs.csv`` is
@@ -10,57 +10,13 @@ exported; their results are columns of it, so a report regenerated from
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 import numpy as np
 
 from softattn import paths
-
-# Image shapes of the datasets the studies use (for building models without
-# the data: tests, memory analysis).
-IMAGE_SHAPES = {"fashion_mnist": (28, 28, 1), "mnist": (28, 28, 1),
-                "cifar10": (32, 32, 3), "cifar100": (32, 32, 3),
-                "imagenet2012": (224, 224, 3), "imagenet21k": (224, 224, 3)}
-NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10,
-               "cifar100": 100, "imagenet2012": 1000, "imagenet21k": 21843}
-
-
-def build_model(config):
-  """The config's model, ``num_classes`` filled from the dataset name."""
-  from softattn import models  # pylint: disable=g-import-not-at-top
-  kw = config.model.to_dict()
-  if kw.get("num_classes") is None:
-    kw["num_classes"] = NUM_CLASSES[config.data.name]
-  return models.build_model(config.model_name, **kw)
-
-
-def build_abstract(config, image_shape=None):
-  """``(model, variables shapes)`` of a config's model, via ``jax.eval_shape``
-  (no data, no training: what the tests use to check every study config)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  name = config.data.name
-  if image_shape is None:
-    if name not in IMAGE_SHAPES:
-      raise ValueError(f"no image shape known for dataset {name!r}; pass "
-                       f"image_shape (known: {', '.join(IMAGE_SHAPES)})")
-    image_shape = IMAGE_SHAPES[name]
-  model = build_model(config)
-  x = jax.ShapeDtypeStruct((2, *image_shape), jnp.float32)
-  shapes = jax.eval_shape(
-      lambda: model.init({"params": jax.random.key(0),
-                          "dropout": jax.random.key(1)},
-                         jnp.zeros(x.shape, x.dtype), train=False))
-  return model, shapes
-
-
-def param_count(shapes) -> int:
-  """Number of trainable parameters in ``shapes['params']``."""
-  import jax  # pylint: disable=g-import-not-at-top
-  return int(sum(np.prod(s.shape) for s in
-                 jax.tree.leaves(shapes.get("params", {}))))
+from softattn.models.abstract import build_model
 
 
 def restore_checkpoint(run_dir: str):
@@ -75,6 +31,19 @@ def restore_checkpoint(run_dir: str):
   if step is None:
     return None
   return mngr.restore(step, args=ocp.args.StandardRestore())
+
+
+def probed(runs, keep=None):
+  """``(run, checkpoint state)`` of each finished run that has a checkpoint,
+  lowest seed first, so a probe that keeps one run per setting keeps the
+  lowest seed's; ``keep(run)``, when given, picks the runs to read (asked
+  before a checkpoint is restored)."""
+  for r in sorted(runs, key=lambda r: r.seed):
+    if not r.done or (keep is not None and not keep(r)):
+      continue
+    state = restore_checkpoint(r.dir)
+    if state is not None:
+      yield r, state
 
 
 def load_images(config, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:

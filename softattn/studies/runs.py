@@ -40,10 +40,6 @@ from softattn import paths, runstate
 from softattn.runstate import FailureKind, State
 from softattn.sweep import declaration, rundir
 
-# Training-split sizes, for a run's length in epochs.
-TRAIN_SIZES = {"fashion_mnist": 60_000, "mnist": 60_000, "cifar10": 50_000,
-               "cifar100": 50_000, "imagenet2012": 1_281_167,
-               "imagenet21k": 13_000_000}
 FIXED = ("part", "run", "seed", "overrides", "fields", "state", "kind", "step",
          "message", "total_steps", "batch_size", "epochs", "wall_s",
          "core_seconds", "flops_per_step")
@@ -144,8 +140,10 @@ def select(runs: Iterable[Run], where: Mapping[str, Any]) -> list[Run]:
 
 
 def declared_length(config) -> tuple[int | None, float | None]:
-  """``(total_steps, epochs)`` a config declares (either may be given)."""
-  n = TRAIN_SIZES.get(config.data.name)
+  """``(total_steps, epochs)`` a config declares (either may be given);
+  epochs count examples of the config's training split, for a dataset
+  ``softattn.data.datasets.KNOWN`` holds (None otherwise)."""
+  n = _train_size(config.data)
   b = int(config.batch_size)
   steps = config.get("total_steps")
   if steps:
@@ -154,6 +152,15 @@ def declared_length(config) -> tuple[int | None, float | None]:
   if ep and n:
     return int(math.ceil(ep * n / b)), float(ep)
   return None, (float(ep) if ep else None)
+
+
+def _train_size(data_config) -> int | None:
+  from softattn.data import datasets  # pylint: disable=g-import-not-at-top
+  known = datasets.KNOWN.get(data_config.name)
+  if known is None:
+    return None
+  split = data_config.get("train_split") or known.train_split
+  return datasets.split_size(data_config.name, split)
 
 
 def _config_value(config, field: str):
