@@ -32,15 +32,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from softattn.modes import MODES
 from softattn.pallas import backward, blocks, forward, tile
 
-FUSED_MODES = ("exp", "ratio", "pointwise", "softpick")
+FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
 
 
 def unsupported_reason(norm, mask=None, bias=None) -> str | None:
   """Why the fused kernel cannot run this call, or None when it can."""
-  if norm.mode not in FUSED_MODES:
+  if norm.mode not in MODES:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
             f"{norm.mode!r}); use {ALTERNATIVES}")
@@ -132,7 +133,7 @@ def _core_bwd(cfg, saved, do):
   # precision ``out`` is the kernel's unrounded f32 output: there
   # ``dt = (dp - di) / Z`` and a small ``Z`` turns a bf16-rounded ``o`` into
   # large gradient errors (bf16 dQ/dK of siren_max and cos_max were 10-20x
-  # dense bf16's error with a bf16 output, even with ``modes._pv_split``;
+  # dense bf16's error with a bf16 output, even with ``softattn.modes.pv``;
   # measured). The other modes save the output in the inputs' dtype, as
   # FlashAttention does.
   b, lq = out.shape[:2]
