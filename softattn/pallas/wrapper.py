@@ -44,7 +44,8 @@ def unsupported_reason(norm, mask=None, bias=None) -> str | None:
   if norm.mode not in MODES:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
-            f"{norm.mode!r}); use {ALTERNATIVES}")
+            f"{norm.mode!r}, streamed in several passes by "
+            f"implementation='chunked'); use 'chunked' or {ALTERNATIVES}")
   if bias is not None:
     return ("implementation='pallas' takes no additive bias; use "
             "implementation='chunked' or 'dense'")
