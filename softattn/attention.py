@@ -15,20 +15,25 @@ Paths (``implementation=``):
   a first streaming pass gathers the per-query mean/variance that NormSoftmax,
   LogitNorm, NAP and ``prenorm`` need, merged with Chan's formula). Peak memory
   is O(L * chunk) instead of O(L^2). Normalizers whose weights depend on the
-  whole sorted or ordered row (``sparsemax``, ``entmax15``, ``stick_breaking``,
-  and ``prenorm`` of them) cannot be streamed over keys and raise ValueError.
+  whole sorted or ordered row stream in several passes (``softattn.streams``):
+  ``sparsemax`` and ``entmax15`` find their threshold by streamed Newton
+  passes (at most ``max_passes``, to ``tol``) and then accumulate;
+  ``stick_breaking`` scans key blocks last to first. A ``rowwise`` normalizer
+  that declares no ``stream`` raises ValueError.
 * ``"linear"`` for normalizers linear in the scores (``scaled``,
   ``relu_seqlen(act='identity')``): ``coef(n) * scale * Q (K^T V)``, cost
   O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
   bias, not causal).
 * ``"pallas"``: fused TPU kernels (``softattn.pallas``) for every normalizer
-  of mode ``exp``, ``ratio``, ``pointwise`` or ``softpick``: score tiles stay in
-  VMEM, forward and backward. Takes a key mask and ``is_causal`` (no bias, no
+  of mode ``exp``, ``ratio``, ``pointwise`` or ``softpick``, and ``sparsemax``/
+  ``entmax15`` as passes of the pointwise kernel (``pallas/streams.py``):
+  score tiles stay in VMEM, forward and backward. Takes a key mask and ``is_causal`` (no bias, no
   per-query mask); ``chunk_size``/``query_chunk_size`` override its block
   sizes. Off TPU it runs in the Pallas interpreter (slow; for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
-  normalizer and mask and the scores are larger than one 128 x 128 tile
+  normalizer (one-pass modes only) and mask and the scores are larger than
+  one 128 x 128 tile
   (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``); else ``chunked`` when the
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
@@ -204,8 +209,8 @@ def dot_product_attention(
     if not norm.streamable:
       raise ValueError(
           f"normalizer {norm.name!r} cannot be chunked over keys: its weights "
-          f"depend on the whole (sorted or ordered) score row; use "
-          f"implementation='dense'")
+          f"depend on the whole score row and it declares no stream "
+          f"(softattn.streams); use implementation='dense'")
     from softattn.chunked import chunked_attention  # noqa: PLC0415
     out = chunked_attention(query, key, value, norm, p, mask, bias, scale,
                             is_causal, chunk_size or DEFAULT_CHUNK,
@@ -236,8 +241,10 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights):
 
 
 def _fused_on_tpu(norm, mask, bias):
+  # Multi-pass streams (sparsemax, entmax15) fuse too, but their crossover
+  # against dense was never measured: auto leaves them to dense/chunked.
   from softattn import pallas  # noqa: PLC0415
-  return (pallas.target_chip()[1]
+  return (pallas.target_chip()[1] and norm.stream is None
           and pallas.unsupported_reason(norm, mask, bias) is None)
 
 

@@ -7,7 +7,7 @@ They need no running max when streamed, and the ones linear in ``s``
 import jax
 import jax.numpy as jnp
 
-from softattn.normalizers.core import Normalizer
+from softattn.normalizers.core import Learnable, Normalizer
 from softattn.normalizers.domains import EPS, REAL, Domain
 
 ACTIVATIONS = {
@@ -45,7 +45,10 @@ relu_seqlen = Normalizer(
     domains=dict(alpha=Domain(lo=0.0, hi=1.0, note="the paper's range"),
                  act=Domain(choices=tuple(ACTIVATIONS))),
     linear_coef=lambda n, *, alpha, act: n ** (-alpha),
+    linear_if=lambda *, alpha, act: act == "identity",
     is_distribution=False,
+    formula="`n^-α h(s)`, h ∈ " + ", ".join(ACTIVATIONS),
+    source="Wortsman et al. 2023",
     doc=r"""ReLU attention family (Wortsman et al. 2023).
 
     ``w = n^(-alpha) * h(s)`` with ``n`` the number of unmasked keys and ``h`` in
@@ -67,6 +70,7 @@ scaled = Normalizer(
     name="scaled", mode="pointwise", needs="count", defaults={},
     transform=lambda s, stats: s / jnp.sqrt(_safe_n(stats)),
     linear_coef=lambda n: n ** -0.5, is_distribution=False,
+    formula="`s/sqrt(n)`", source="Cho et al. 2022",
     doc=r"""Scaled dot product without softmax (Cho et al. 2022, eq. 3).
 
     ``w = s / sqrt(n)``; with ``s = q.k / sqrt(d)`` the output is
@@ -85,6 +89,7 @@ sigmoid = Normalizer(
     name="sigmoid", mode="pointwise", needs="count", defaults=dict(bias=None),
     domains=dict(bias=Domain(lo_open=True, hi_open=True, allow_none=True)),
     transform=_sigmoid, is_distribution=False,
+    formula="`sigmoid(s - log n)`", source="Ramapuram et al. 2024",
     doc=r"""Sigmoid attention (Ramapuram et al. 2024, arXiv 2409.04431).
 
     ``w = sigmoid(s + b)`` with ``b = -log(n)`` by default (``bias=None``), the
@@ -100,7 +105,11 @@ nap = Normalizer(
     name="nap", mode="pointwise", needs="moments",
     defaults=dict(g=1.0, b=0.0, eps=1e-6), transform=_nap,
     domains=dict(g=REAL, b=REAL, eps=EPS),
+    # Per-head gain and bias, init at the defaults; learned unless the spec
+    # string fixes them, e.g. "nap(g=1.0, b=0.0)".
+    learnable=dict(g=Learnable("per_head", 1.0), b=Learnable("per_head", 0.0)),
     is_distribution=False,
+    formula="`(s-μ)/σ·g + b`", source="Richter & Wattenhofer 2020",
     doc=r"""Normalized attention pooling (Richter & Wattenhofer 2020).
 
     ``w = (s - mean(s)) / std(s) * g + b`` over unmasked keys, with a gain

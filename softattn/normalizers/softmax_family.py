@@ -3,7 +3,7 @@ scalable softmax, softpick."""
 
 import jax.numpy as jnp
 
-from softattn.normalizers.core import REQUIRED, Normalizer
+from softattn.normalizers.core import REQUIRED, Learnable, Normalizer
 from softattn.normalizers.domains import EPS, POSITIVE, REAL, Domain
 
 
@@ -14,6 +14,7 @@ def _std(stats, eps):
 softmax = Normalizer(
     name="softmax", mode="exp", needs="none", defaults={},
     transform=lambda s, stats: s,
+    formula="`exp(s)/Σexp(s)`", source="Vaswani et al. 2017",
     doc=r"""Softmax: ``w_i = exp(s_i) / sum_j exp(s_j)`` over unmasked keys.
 
     The baseline (Vaswani et al. 2017). Computed stably by subtracting the row
@@ -29,6 +30,8 @@ normsoftmax = Normalizer(
     name="normsoftmax", mode="exp", needs="moments",
     defaults=dict(gamma=jnp.inf, tau=1.0, eps=1e-6), transform=_nsm,
     domains=dict(gamma=POSITIVE, tau=POSITIVE, eps=EPS), default_scale=1.0,
+    formula="`softmax((s-μ)/(τ·min(σ, γ)))`, σ = sqrt(var + eps)",
+    source="Jiang et al. 2023",
     doc=r"""NormSoftmax (Jiang et al. 2023, eq. 4 and 29).
 
     ``w = softmax((s - mean(s)) / (tau * min(std(s), gamma)))``
@@ -58,6 +61,10 @@ normsoftmax_learnable = Normalizer(
     name="normsoftmax_learnable", mode="exp", needs="moments",
     defaults=dict(w=REQUIRED, eps=1e-6), transform=_nsm_learnable,
     domains=dict(w=REAL, eps=EPS), default_scale=1.0,
+    # Init 1 makes it start as NormSoftmax(gamma=inf).
+    learnable=dict(w=Learnable("scalar", 1.0)),
+    formula="`softmax(w·s/σ)` (f1), `w` learnable",
+    source="Jiang et al. 2023 Tab. 1",
     doc=r"""NormSoftmax variant f1 (Jiang et al. 2023, Table 1).
 
     ``w_i = softmax(w * s / std(s))`` with a learnable scalar ``w`` (pass it as
@@ -75,6 +82,7 @@ normsoftmax_inverse = Normalizer(
     name="normsoftmax_inverse", mode="exp", needs="moments",
     defaults=dict(gamma=1.0, eps=1e-6), transform=_nsm_inverse,
     domains=dict(gamma=POSITIVE, eps=EPS), default_scale=1.0,
+    formula="`softmax(s/max(σ, γ))` (f2)", source="Jiang et al. 2023 Tab. 1",
     doc=r"""NormSoftmax variant f2, inverse clipping (Jiang et al. 2023, Table 1).
 
     ``w = softmax(s / max(std(s), gamma))``. Table 1 used ``gamma = sqrt(d)``
@@ -94,6 +102,8 @@ logitnorm = Normalizer(
     defaults=dict(tau=None, eps=1e-6), transform=_logitnorm,
     domains=dict(tau=Domain(lo=0.0, lo_open=True, allow_none=True), eps=EPS),
     default_scale=1.0,
+    formula="`softmax(s/(τ‖s‖₂))`, τ = n^-1/2 by default",
+    source="Wei et al. 2022",
     doc=r"""LogitNorm (Wei et al. 2022; as compared in Jiang et al. 2023 eq. 8).
 
     ``w = softmax(s / (tau * ||s||_2))``, no mean shift (so not translation
@@ -111,6 +121,11 @@ ssmax = Normalizer(
     name="ssmax", mode="exp", needs="count",
     defaults=dict(s_scale=REQUIRED), transform=_ssmax,
     domains=dict(s_scale=REAL),
+    # Init 0.43 is *inferred*: the value the paper reports fitted scales
+    # settle near (override with MultiHeadAttention's learnable_init).
+    learnable=dict(s_scale=Learnable("per_head", 0.43)),
+    formula="`softmax(s_scale·log n·s)`, `s_scale` learnable",
+    source="Nakanishi 2025",
     doc=r"""Scalable softmax (Nakanishi 2025, arXiv 2501.19399).
 
     ``w = softmax(s_scale * log(n) * s)``: the temperature grows with the number
@@ -123,6 +138,7 @@ softpick = Normalizer(
     name="softpick", mode="softpick", needs="none", defaults=dict(eps=1e-6),
     domains=dict(eps=EPS),
     transform=lambda s, stats, eps: s, eps_param="eps", is_distribution=False,
+    formula="`relu(eˢ-1)/(Σ|eˢ-1| + eps)`", source="Zuhri et al. 2025",
     doc=r"""Softpick (Zuhri et al. 2025, arXiv 2504.20966).
 
     ``w_i = relu(exp(s_i) - 1) / (sum_j |exp(s_j) - 1| + eps)``. Rows can sum

@@ -32,18 +32,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from softattn.pallas import backward, blocks, forward, tile
+from softattn.modes import MODES
+from softattn.pallas import backward, blocks, forward, streams, tile
 
-FUSED_MODES = ("exp", "ratio", "pointwise", "softpick")
+FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
 
 
 def unsupported_reason(norm, mask=None, bias=None) -> str | None:
   """Why the fused kernel cannot run this call, or None when it can."""
-  if norm.mode not in FUSED_MODES:
+  if norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
-            f"{norm.mode!r}); use {ALTERNATIVES}")
+            f"{norm.mode!r}, streamed in several passes by "
+            f"implementation='chunked'); use 'chunked' or {ALTERNATIVES}")
   if bias is not None:
     return ("implementation='pallas' takes no additive bias; use "
             "implementation='chunked' or 'dense'")
@@ -132,7 +134,7 @@ def _core_bwd(cfg, saved, do):
   # precision ``out`` is the kernel's unrounded f32 output: there
   # ``dt = (dp - di) / Z`` and a small ``Z`` turns a bf16-rounded ``o`` into
   # large gradient errors (bf16 dQ/dK of siren_max and cos_max were 10-20x
-  # dense bf16's error with a bf16 output, even with ``modes._pv_split``;
+  # dense bf16's error with a bf16 output, even with ``softattn.modes.pv``;
   # measured). The other modes save the output in the inputs' dtype, as
   # FlashAttention does.
   b, lq = out.shape[:2]
@@ -175,6 +177,11 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   ``blocks.block_sizes``. ``interpret``: None picks Mosaic when lowering for
   TPU and the Pallas interpreter elsewhere.
   """
+  if norm.mode not in MODES:  # a threshold stream: passes of pointwise kernels
+    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
+        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
+        interpret)
+    return streams.threshold_attention(attend, query, key, value, norm, p)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
