@@ -38,6 +38,9 @@ PARAMS = {
     "ssmax": {"s_scale": np.array([0.4, 0.7], np.float32).reshape(H, 1, 1)},
     "nap": {"g": np.array([1.0, 0.5], np.float32).reshape(H, 1, 1),
             "b": np.array([0.1, -0.2], np.float32).reshape(H, 1, 1)},
+    "consmax": {"beta": np.array([0.5, -0.5], np.float32).reshape(H, 1, 1),
+                "denom": np.array([3.0, 8.0], np.float32).reshape(H, 1, 1)},
+    "lssar": {"power": np.float32(3.0) * np.ones((), np.float32)},
 }
 FUSED = [n for n in N.names() if n != "prenorm" and N.get(n).streamable] + [
     "prenorm(sin2_max_shifted)", "relu_seqlen(act=gelu, alpha=0.5)"]

@@ -10,21 +10,25 @@ marked), with each parameter's valid domain.
 from softattn.normalizers.core import (
     MODES, REQUIRED, Normalizer, RowStats, SqrtHeadDim, merge_stats, row_stats,
     safe_denominator)
+from softattn.normalizers.l1_normalized import lssa, lssar, stablemax
 from softattn.normalizers.periodic import (
     cos_max, make_prenorm, sin2_max, sin2_max_shifted, sin_max,
     sin_max_constant, sin_softmax, siren_max, taylor_softmax)
 from softattn.normalizers.pointwise import (
-    ACTIVATIONS, nap, relu_seqlen, scaled, sigmoid)
+    ACTIVATIONS, consmax, laplace, nap, polynomial, relu_seqlen, scaled,
+    sigmoid)
 from softattn.normalizers.registry import get, names, register
 from softattn.normalizers.simplex import entmax15, sparsemax, stick_breaking
 from softattn.normalizers.softmax_family import (
-    logitnorm, normsoftmax, normsoftmax_inverse, normsoftmax_learnable, softmax,
-    softpick, ssmax)
+    cog, logitnorm, normsoftmax, normsoftmax_inverse, normsoftmax_learnable,
+    softmax, softmax_1, softmax_sink, softpick, ssmax)
 
 for _n in (softmax, normsoftmax, normsoftmax_learnable, normsoftmax_inverse,
            logitnorm, relu_seqlen, scaled, sin_max, sin_max_constant, cos_max,
            sin2_max, sin2_max_shifted, sin_softmax, siren_max, sigmoid, ssmax,
-           softpick, stick_breaking, taylor_softmax, sparsemax, entmax15, nap):
+           softpick, stick_breaking, taylor_softmax, sparsemax, entmax15, nap,
+           softmax_1, softmax_sink, cog, stablemax, consmax, lssa, lssar,
+           laplace, polynomial):
   register(_n)
 del _n
 

@@ -27,6 +27,7 @@ class Domain:
     lo_open, hi_open: whether ``lo``/``hi`` themselves are excluded.
     choices: when given, the value must be one of these strings instead.
     allow_none: ``None`` is valid (it selects a documented default rule).
+    integer: only whole numbers in the interval are valid.
     note: why, in a few words (shown in the docstring and the error).
   """
   lo: float = -math.inf
@@ -35,18 +36,20 @@ class Domain:
   hi_open: bool = False
   choices: tuple[str, ...] | None = None
   allow_none: bool = False
+  integer: bool = False
   note: str = ""
 
   def __str__(self):
     if self.choices is not None:
       text = "one of " + ", ".join(self.choices)
     else:
-      text = "in " + (("(" if self.lo_open else "[") + _num(self.lo) + ", " +
-              _num(self.hi) + (")" if self.hi_open else "]"))
+      text = ("a whole number " if self.integer else "") + "in " + (
+          ("(" if self.lo_open else "[") + _num(self.lo) + ", " +
+          _num(self.hi) + (")" if self.hi_open else "]"))
     return text + (" or None" if self.allow_none else "")
 
   def contains(self, x: float) -> bool:
-    if math.isnan(x):
+    if math.isnan(x) or (self.integer and x != math.floor(x)):
       return False
     above = x > self.lo if self.lo_open else x >= self.lo
     below = x < self.hi if self.hi_open else x <= self.hi

@@ -1,6 +1,8 @@
 """Softmax and its re-scaled relatives: NormSoftmax and variants, LogitNorm,
-scalable softmax, softpick."""
+scalable softmax, softpick, attention sinks (softmax + 1, learnable sink) and
+Cog attention's signed softmax."""
 
+import jax
 import jax.numpy as jnp
 
 from softattn.normalizers.core import REQUIRED, Normalizer
@@ -128,4 +130,76 @@ softpick = Normalizer(
     ``w_i = relu(exp(s_i) - 1) / (sum_j |exp(s_j) - 1| + eps)``. Rows can sum
     to less than 1 (no attention sink is forced). Computed with both terms
     multiplied by ``exp(-m)``, ``m = max(row max, 0)``, so nothing overflows.
+    """)
+
+
+# -- attention sinks and signed softmax ---------------------------------------
+# These three are exp-mode normalizers whose accumulation differs from plain
+# softmax (an extra denominator term; a signed numerator). Until the shared
+# mode table can express that, they are declared ``rowwise``: the dense path
+# computes them exactly, the chunked and fused paths refuse them.
+def _sink_weights(s, valid, sink):
+  """``exp(s_i) / (exp(sink) + sum_j exp(s_j))`` over valid keys.
+
+  Both terms are multiplied by ``exp(-m)`` with ``m = max(row max, sink)``, so
+  neither overflows; a row with no valid key gives zeros (only the sink).
+  """
+  sink = jnp.asarray(sink, s.dtype)
+  row_max = jnp.max(jnp.where(valid, s, -jnp.inf), axis=-1, keepdims=True)
+  m = jax.lax.stop_gradient(jnp.maximum(row_max, sink))
+  e = jnp.where(valid, jnp.exp(jnp.where(valid, s, m) - m), 0.0)
+  den = jnp.sum(e, axis=-1, keepdims=True) + jnp.exp(sink - m)
+  return e / den
+
+
+softmax_1 = Normalizer(
+    name="softmax_1", mode="rowwise", needs="none", defaults={},
+    transform=None, row_fn=lambda s, valid: _sink_weights(s, valid, 0.0),
+    is_distribution=False,
+    doc=r"""Softmax plus one (Miller 2023, "Attention is off by one").
+
+    ``w_i = exp(s_i) / (1 + sum_j exp(s_j))``: softmax with an extra zero
+    logit in the denominator only, so a head can attend to nothing (rows sum
+    to less than 1). It is ``softmax_sink`` with ``sink = 0``. Computed with
+    the larger of the row max and 0 subtracted, so nothing overflows. The
+    source is a blog post, not a paper (no equation number).
+    """)
+
+
+softmax_sink = Normalizer(
+    name="softmax_sink", mode="rowwise", needs="none",
+    defaults=dict(sink=REQUIRED), domains=dict(sink=REAL),
+    transform=None, row_fn=_sink_weights, is_distribution=False,
+    doc=r"""Softmax with a learnable sink logit (gpt-oss, OpenAI 2025).
+
+    ``w_i = exp(s_i) / (exp(sink) + sum_j exp(s_j))``: the sink joins the
+    denominator only; it has no value, so the weights sum to
+    ``1 - sigmoid(sink - logsumexp(s))`` < 1. gpt-oss learns one sink logit
+    per head (splash attention calls them ``sinks``); ``MultiHeadAttention``
+    owns it as ``norm_sink`` ``[H, 1, 1]``, init 0 (*inferred*: gpt-oss ships
+    trained values, not an init), where it starts as ``softmax_1``. Also in
+    Xiao et al. 2023 (arXiv 2309.17453) as a learnable "sink token".
+    """)
+
+
+def _cog(s, valid):
+  a = jnp.abs(s)
+  m = jnp.max(jnp.where(valid, a, -jnp.inf), axis=-1, keepdims=True)
+  m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
+  e = jnp.where(valid, jnp.exp(a - m), 0.0)
+  den = jnp.sum(e, axis=-1, keepdims=True)
+  return jnp.sign(s) * e / jnp.where(den > 0, den, 1.0)
+
+
+cog = Normalizer(
+    name="cog", mode="rowwise", needs="none", defaults={}, transform=None,
+    row_fn=_cog, is_distribution=False,
+    doc=r"""Cog attention, the signed exp (Lv et al. 2024, arXiv 2411.07176).
+
+    ``w_i = sign(s_i) exp(|s_i|) / sum_j exp(|s_j|)``: softmax of ``|s|`` with
+    the sign of each score put back, so weights can be negative (``sum |w| =
+    1``). Form confirmed in the authors' code (trestad/CogAttn:
+    ``sign(p) * softmax(|p|)`` with ``p = q.k / sqrt(d)``). The paper keeps
+    softmax in the first and last layers for stability; choose per layer.
+    Stabilised by the row max of ``|s|``.
     """)
