@@ -7,10 +7,12 @@ module's docstring for the contract. How it works:
   body is wrapped in ``jax.checkpoint``: the backward pass stores only each
   block's inputs and recomputes one block at a time, so the live residuals are
   those of a single ``[B, H, cq, Lk]`` block, never ``[B, H, Lq, Lk]``.
-* Inside a block, key blocks of ``ck`` are streamed with ``lax.scan``. Each
-  normalizer mode has its own accumulator (``_ACCUMULATORS``): the online
-  softmax with a running max for ``exp``, a running max >= 0 for ``softpick``,
-  plain sums of ``g v`` and ``g`` for ``ratio``, of ``phi v`` for ``pointwise``.
+* Inside a block, key blocks of ``ck`` are streamed with ``lax.scan`` through
+  the normalizer's mode (``softattn.modes``, the table the dense and fused
+  paths run too): ``init``, one ``update`` per key block (the online softmax
+  with a running max for ``exp``, a running max >= 0 for ``softpick``, plain
+  sums of ``g v`` and ``g`` for ``ratio``, of ``phi v`` for ``pointwise``),
+  ``output``. The backward is autodiff through the scan.
 * Normalizers that read row statistics get them first: the count ``n`` from the
   mask alone; mean and variance either from the key moments (``mean_i =
   scale q_i . mean(K)``, ``var_i = scale^2 q_i^T Cov(K) q_i``, exact when the
@@ -29,10 +31,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from softattn.normalizers.core import (RowStats, merge_stats, row_stats,
-                                       safe_denominator)
-
-_NEG = -1e30  # finite "minus infinity" for running maxima (no inf - inf)
+from softattn import modes
+from softattn.normalizers.core import RowStats, merge_stats, row_stats
 
 
 def _pad(x, axis, size, value):
@@ -81,46 +81,6 @@ def _key_moments(q, k, key_ok, scale, ct):
   return RowStats(n, mean, jnp.maximum(var, 0.0))
 
 
-# --- accumulators: init(shape) / update(carry, t, valid, v, p) / finish ------
-def _exp_init(b, h, cq, dv, upper, ct):
-  m = jnp.full((b, h, cq, 1), _NEG if upper is None else upper, ct)
-  return (m, jnp.zeros((b, h, cq, 1), ct), jnp.zeros((b, h, cq, dv), ct))
-
-
-def _exp_update(carry, t, valid, v, upper):
-  m, l, acc = carry
-  if upper is None:
-    m_new = jnp.maximum(m, jnp.max(jnp.where(valid, t, _NEG), -1, keepdims=True))
-    m_new = jax.lax.stop_gradient(m_new)
-    corr = jnp.exp(m - m_new)
-  else:
-    m_new, corr = m, 1.0
-  e = jnp.where(valid, jnp.exp(jnp.where(valid, t, m_new) - m_new), 0.0)
-  return (m_new, l * corr + jnp.sum(e, -1, keepdims=True),
-          acc * corr + _pv(e, v))
-
-
-def _softpick_update(carry, t, valid, v):
-  # e(m) = exp(t - m) - exp(-m) = exp(-m) (e^t - 1): rescaling by
-  # exp(m_old - m_new) moves both sums to the new reference point.
-  m, den, acc = carry
-  m_new = jnp.maximum(m, jnp.max(jnp.where(valid, t, _NEG), -1, keepdims=True))
-  m_new = jax.lax.stop_gradient(m_new)
-  corr = jnp.exp(m - m_new)
-  e = jnp.exp(jnp.where(valid, t, 0.0) - m_new) - jnp.exp(-m_new)
-  num = jnp.where(valid, jax.nn.relu(e), 0.0)
-  den_new = den * corr + jnp.sum(jnp.where(valid, jnp.abs(e), 0.0), -1,
-                                 keepdims=True)
-  return (m_new, den_new, acc * corr + _pv(num, v))
-
-
-def _pv(w, v):
-  # Weights are cast to the value dtype (bf16 matmul for bf16 inputs) but
-  # accumulated in the compute dtype of ``w``.
-  return jnp.einsum("bhqk,bhkd->bhqd", w.astype(v.dtype), v,
-                    preferred_element_type=w.dtype)
-
-
 def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
                       chunk_size, query_chunk_size):
   """See module docstring. Shapes as ``dot_product_attention``; mask/bias 4-D."""
@@ -156,8 +116,7 @@ def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
   k_blocks, v_blocks = _split(k, 2, nk), _split(v, 2, nk)
   in_range_blocks = _split(key_in_range, 3, nk)
 
-  mode = norm.mode
-  upper = norm.exp_upper(**p) if norm.exp_upper is not None else None
+  mode, eps, upper = norm.mode, norm.eps(p), norm.upper(p)
 
   def block(xs):
     qi, q_blk, mask_q, bias_q, stats_q = xs
@@ -204,39 +163,16 @@ def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
       init = RowStats(zeros, zeros, zeros) if moments else RowStats(zeros)
       stats, _ = jax.lax.scan(stat_step, init, key_xs)
 
-    if mode == "exp":
-      init = _exp_init(b, h, cq, dv, upper, ct)
-    elif mode == "softpick":
-      init = _exp_init(b, h, cq, dv, 0.0, ct)
-    elif mode == "ratio":
-      init = (jnp.zeros((b, h, cq, 1), ct), jnp.zeros((b, h, cq, dv), ct))
-    else:
-      init = jnp.zeros((b, h, cq, dv), ct)
+    init = modes.init(mode, (b, h, cq), dv, ct, m0=upper)
 
     def step(carry, xs):
       kj, k_blk, v_blk, in_range, mask_k, bias_k = xs
       s, valid = scores_and_valid(kj, k_blk, in_range, mask_k, bias_k)
       t = norm.transform(s, stats, **p)
-      if mode == "exp":
-        return _exp_update(carry, t, valid, v_blk, upper), None
-      if mode == "softpick":
-        return _softpick_update(carry, t, valid, v_blk), None
-      if mode == "ratio":
-        g = jnp.where(valid, t, 0.0)
-        return (carry[0] + jnp.sum(g, -1, keepdims=True),
-                carry[1] + _pv(g, v_blk)), None
-      return carry + _pv(jnp.where(valid, t, 0.0), v_blk), None
+      return modes.update(mode, carry, t, valid, v_blk, upper is not None), None
 
     carry, _ = jax.lax.scan(step, init, key_xs)
-    if mode == "exp":
-      _, l, acc = carry
-      return acc / jnp.where(l > 0, l, 1.0)
-    if mode == "softpick":
-      m, den, acc = carry
-      return acc / (den + p[norm.eps_param] * jnp.exp(-m))
-    if mode == "ratio":
-      return carry[1] / safe_denominator(carry[0], p[norm.eps_param])
-    return carry
+    return modes.output(mode, carry, eps)[0]
 
   out = jax.lax.map(jax.checkpoint(block),
                     (jnp.arange(nq), q_blocks, mask_qb, bias_qb, stats_qb))

@@ -13,7 +13,7 @@ B, LQ, LK, H, D = 2, 37, 29, 3, 8     # lengths not multiples of the chunks
 CHUNK, QCHUNK = 8, 5
 LEARNABLE = {"normsoftmax_learnable": {"w": 1.3}, "ssmax": {"s_scale": 0.7},
              "nap": {"g": 0.8, "b": 0.1}, "consmax": {"beta": 0.5, "denom": 3.0},
-             "lssar": {"power": 3.0}}
+             "lssar": {"power": 3.0}, "softmax_sink": {"sink": 0.4}}
 STREAMABLE = [n for n in N.names() if n != "prenorm" and N.get(n).streamable]
 STREAMABLE += ["prenorm(softmax)", "prenorm(sin2_max_shifted)",
                "prenorm(normsoftmax(gamma=sqrt_d))", "normsoftmax(gamma=sqrt_d)",

@@ -19,31 +19,6 @@ from softattn.attention import dot_product_attention
 from softattn.normalizers.core import REQUIRED, Normalizer
 from softattn.nn.diagnostics import sow_diagnostics
 
-# Normalizer parameters a layer learns, by parameter name:
-# (shape given num_heads, default init). Per-head values broadcast against
-# scores [B, H, Lq, Lk] as [H, 1, 1].
-#  * ``w`` (normsoftmax_learnable, Jiang et al. Table 1 f1): one scalar; init
-#    1 makes it start as NormSoftmax(gamma=inf).
-#  * ``s_scale`` (ssmax, Nakanishi 2025): per head; init 0.43 is *inferred*
-#    (the value the paper reports fitted scales settle near); override with
-#    ``learnable_init``.
-#  * ``g``, ``b`` (nap, Richter & Wattenhofer 2020): per-head gain and bias,
-#    init 1 and 0 (the normalizer's defaults). Learned unless the spec string
-#    fixes them, e.g. ``"nap(g=1.0, b=0.0)"``.
-#  * ``sink`` (softmax_sink, gpt-oss): one sink logit per head, init 0
-#    (*inferred*; it starts as softmax_1).
-#  * ``beta``, ``denom`` (consmax, Liu et al. 2024): per head, init 2.5 and
-#    100 (*inferred*: the defaults of the authors' nanoGPT fork).
-LEARNABLE = {
-    "w": ("scalar", 1.0),
-    "s_scale": ("per_head", 0.43),
-    "g": ("per_head", 1.0),
-    "b": ("per_head", 0.0),
-    "sink": ("per_head", 0.0),
-    "beta": ("per_head", 2.5),
-    "denom": ("per_head", 100.0),
-}
-
 GATE_ACTIVATIONS = {"silu": nn.silu, "gelu": nn.gelu, "sigmoid": nn.sigmoid,
                     "relu": nn.relu, "identity": lambda x: x}
 OUTPUT_GATES = ("headwise", "elementwise")
@@ -57,33 +32,38 @@ def diff_lambda_init(layer_index: int) -> float:
 
 
 def learnable_names(normalizer: Normalizer) -> list[str]:
-  """Parameters of ``normalizer`` that ``MultiHeadAttention`` learns.
+  """Parameters of ``normalizer`` that ``MultiHeadAttention`` learns: those
+  its declaration lists in ``learnable`` that no spec string fixed.
 
   Raises:
-    ValueError: a required parameter this layer does not know how to learn.
+    ValueError: a required parameter the declaration does not make learnable.
   """
   out = []
   for k, v in normalizer.defaults.items():
     if k in normalizer.params:
       continue
-    if k in LEARNABLE:
+    if k in normalizer.learnable:
       out.append(k)
     elif v is REQUIRED:
+      learnable = sorted(normalizer.learnable) or "none"
       raise ValueError(
           f"normalizer {normalizer.name!r} needs parameter {k!r}, which "
-          f"MultiHeadAttention cannot learn (learnable: {sorted(LEARNABLE)}); "
+          f"MultiHeadAttention cannot learn (learnable: {learnable}); "
           f"fix it in the spec string, e.g. '{normalizer.name}({k}=...)'.")
   return out
 
 
 def normalizer_params(module, norm, num_heads, learnable_init=None):
-  """Creates ``module``'s learnable normalizer parameters ``norm_<name>``."""
-  inits = {**{k: v[1] for k, v in LEARNABLE.items()},
-           **dict(learnable_init or {})}
+  """Creates ``module``'s learnable normalizer parameters ``norm_<name>``
+  (shape and initial value from ``norm.learnable``; ``learnable_init``
+  overrides the initial values by parameter name)."""
+  inits = dict(learnable_init or {})
   out = {}
   for k in learnable_names(norm):
-    shape = () if LEARNABLE[k][0] == "scalar" else (num_heads, 1, 1)
-    out[k] = module.param(f"norm_{k}", nn.initializers.constant(inits[k]),
+    how = norm.learnable[k]
+    shape = () if how.shape == "scalar" else (num_heads, 1, 1)
+    out[k] = module.param(f"norm_{k}",
+                          nn.initializers.constant(inits.get(k, how.init)),
                           shape, jnp.float32)
   return out
 
@@ -135,9 +115,9 @@ class MultiHeadAttention(nn.Module):
     out_features: output width (default: query input width).
     normalizer: registry string, e.g. ``"softmax"``, ``"relu_seqlen"``,
       ``"normsoftmax(gamma=sqrt_d)"``, ``"prenorm(sin2_max_shifted)"``.
-      Learnable parameters (``LEARNABLE``) become parameters of this layer,
-      named ``norm_<param>``.
-    learnable_init: overrides of ``LEARNABLE``'s initial values.
+      The parameters its declaration makes learnable (``Normalizer.learnable``)
+      become parameters of this layer, named ``norm_<param>``.
+    learnable_init: overrides of their initial values, by parameter name.
     qk_layernorm: LayerNorm (no bias) on q and k per head before the dot
       product (Dehghani et al. 2023; on in Wortsman et al. 2023).
     gated: gated attention unit (Hua et al. 2022, ablated in Wortsman et al.

@@ -5,32 +5,32 @@ registered under its name; ``get(spec)`` accepts names and call-like strings
 (``"normsoftmax(gamma=inf)"``), ``names()`` lists them. The math and its sources
 are in each docstring (formula, paper and equation; *inferred* choices
 marked), with each parameter's valid domain.
+
+A normalizer is one declaration in a family module (``FAMILIES``): every
+``Normalizer`` defined at a family module's top level is registered under its
+name and exported here, so adding one needs no edit outside its family file
+(README, "Adding a normalizer").
 """
 
+from softattn.normalizers import (
+    l1_normalized, periodic, pointwise, simplex, softmax_family)
 from softattn.normalizers.core import (
-    MODES, REQUIRED, Normalizer, RowStats, SqrtHeadDim, merge_stats, row_stats,
-    safe_denominator)
-from softattn.normalizers.l1_normalized import lssa, lssar, stablemax
-from softattn.normalizers.periodic import (
-    cos_max, make_prenorm, sin2_max, sin2_max_shifted, sin_max,
-    sin_max_constant, sin_softmax, siren_max, taylor_softmax)
-from softattn.normalizers.pointwise import (
-    ACTIVATIONS, consmax, laplace, nap, polynomial, relu_seqlen, scaled,
-    sigmoid)
-from softattn.normalizers.registry import get, names, register
-from softattn.normalizers.simplex import entmax15, sparsemax, stick_breaking
-from softattn.normalizers.softmax_family import (
-    cog, logitnorm, normsoftmax, normsoftmax_inverse, normsoftmax_learnable,
-    softmax, softmax_1, softmax_sink, softpick, ssmax)
+    MODES, REQUIRED, Learnable, Normalizer, RowStats, SqrtHeadDim, merge_stats,
+    row_stats, safe_denominator)
+from softattn.normalizers.periodic import make_prenorm
+from softattn.normalizers.pointwise import ACTIVATIONS
+from softattn.normalizers.registry import (
+    declared_in, get, markdown_table, names, register)
 
-for _n in (softmax, normsoftmax, normsoftmax_learnable, normsoftmax_inverse,
-           logitnorm, relu_seqlen, scaled, sin_max, sin_max_constant, cos_max,
-           sin2_max, sin2_max_shifted, sin_softmax, siren_max, sigmoid, ssmax,
-           softpick, stick_breaking, taylor_softmax, sparsemax, entmax15, nap,
-           softmax_1, softmax_sink, cog, stablemax, consmax, lssa, lssar,
-           laplace, polynomial):
-  register(_n)
-del _n
+# The modules whose top-level Normalizers are the registry. A new family
+# module is added here once; its declarations then register themselves.
+FAMILIES = (softmax_family, pointwise, periodic, l1_normalized, simplex)
+
+for _family in FAMILIES:
+  for _n in declared_in(_family):
+    register(_n)
+    globals()[_n.name] = _n
+del _family, _n
 
 
 def prenorm(scores, *, mask=None, inner="softmax", eps=1e-5, **inner_params):

@@ -7,7 +7,8 @@ attention stream them over key blocks (see ``softattn.attention``):
 1. optional per-row statistics over the *unmasked* keys (``RowStats``: the count
    ``n`` and, when needed, the mean and biased variance);
 2. an elementwise ``transform`` ``t = T(s, stats, **params)``;
-3. a ``mode`` saying how ``t`` becomes weights:
+3. a ``mode`` saying how ``t`` becomes weights, one entry of the table in
+   ``softattn.modes`` that the dense, chunked and fused paths all run:
 
    ============  ==========================================  =====================
    mode          weights                                     streamed with
@@ -16,8 +17,17 @@ attention stream them over key blocks (see ``softattn.attention``):
    ``ratio``     ``g / (sum g + eps)`` with ``g = t``         plain sums
    ``pointwise`` ``t`` itself                                 plain sums
    ``softpick``  ``relu(e^t - 1) / (sum |e^t - 1| + eps)``    running max (>= 0)
-   ``rowwise``   any function of the whole row                not streamable
+   ``rowwise``   any function of the whole row (``row_fn``)   not streamable
    ============  ==========================================  =====================
+
+   Also ``exp_sink`` (``exp(t) / (exp(sink) + sum exp(t))``, the sink logit in
+   the mode's scalar slot ``eps_param``) and ``signed_exp`` (``sign(t)
+   exp(|t|) / sum exp(|t|)``), both streamed with a running max.
+
+Everything the rest of the library knows about a normalizer is in its
+declaration: which parameters a layer learns and how (``learnable``), when it
+is linear in the scores (``linear_coef``, ``linear_if``), its one-line
+formula and source for the README's table (``formula``, ``source``).
 
 Masked keys get weight exactly 0 and do not count in ``n``, means or variances; a
 fully masked row gives zeros. Internally low-precision inputs are computed in
@@ -33,10 +43,32 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from softattn import modes as modes_lib
+from softattn.modes import masked, safe_denominator  # noqa: F401 (re-export)
 from softattn.normalizers import domains as domains_lib
 
-MODES = ("exp", "ratio", "pointwise", "softpick", "rowwise")
+ROWWISE = "rowwise"  # any function of the whole row: dense only
+
+
+def mode_names() -> tuple[str, ...]:
+  """Every mode a declaration may name: the table's, and ``rowwise``."""
+  return tuple(modes_lib.MODES) + (ROWWISE,)
+
+
+MODES = mode_names()  # as of import; ``mode_names()`` sees entries added later
 NEEDS = ("none", "count", "moments")
+
+
+class Learnable(NamedTuple):
+  """How ``softattn.nn.MultiHeadAttention`` learns a parameter: ``shape`` is
+  ``"scalar"`` (one value) or ``"per_head"`` (``[heads, 1, 1]``, broadcast
+  against ``[B, H, Lq, Lk]`` scores), ``init`` its initial value. Learned
+  unless a spec string fixes it (``"nap(g=1.0)"``)."""
+  shape: str
+  init: float
+
+
+LEARNABLE_SHAPES = ("scalar", "per_head")
 
 
 class RowStats(NamedTuple):
@@ -79,15 +111,6 @@ def _valid_mask(scores: jax.Array, mask) -> jax.Array:
         f"{scores.shape}; give a mask broadcastable to [..., n_keys].") from None
 
 
-def masked(valid, x, fill):
-  """``where(valid, x, fill)``; ``valid=None`` means every key is valid.
-
-  The unmasked case skips the selects entirely rather than relying on XLA to
-  fold an all-true mask: it is the hot path of every model without padding.
-  """
-  return x if valid is None else jnp.where(valid, x, fill)
-
-
 def row_stats(s: jax.Array, valid: jax.Array | None, needs: str) -> RowStats:
   """Count, mean and biased variance of ``s`` over ``valid`` keys (last axis).
 
@@ -118,47 +141,6 @@ def merge_stats(a: RowStats, b: RowStats) -> RowStats:
   return RowStats(n, mean, m2 / safe_n)
 
 
-def safe_denominator(den: jax.Array, eps: float) -> jax.Array:
-  """``den + eps`` pushed away from 0 on its own side, so ``|result| >= eps``.
-
-  Equal to the spec's ``sum g + eps`` whenever ``sum g >= 0``; for normalizers
-  whose ``g`` can be negative (``sin_max``) it guards the division instead of
-  producing Inf.
-  """
-  out = jnp.where(den >= 0, den + eps, den - eps)
-  return jnp.where(out == 0, 1.0, out)  # eps=0 and an empty row: 0/1, not 0/0
-
-
-def exp_weights(t, valid, upper=None):
-  """``softmax(t)`` over valid keys; ``upper`` is a known bound on ``t``."""
-  if upper is None:
-    m = jnp.max(masked(valid, t, -jnp.inf), axis=-1, keepdims=True)
-    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
-  else:
-    m = upper
-  # Masked entries are replaced before exp so that neither the value nor its
-  # gradient can be Inf/NaN there (the "double where" pattern).
-  e = masked(valid, jnp.exp(masked(valid, t, m) - m), 0.0)
-  den = jnp.sum(e, axis=-1, keepdims=True)
-  return e / jnp.where(den > 0, den, 1.0)
-
-
-def ratio_weights(g, valid, eps):
-  g = masked(valid, g, 0.0)
-  return g / safe_denominator(jnp.sum(g, axis=-1, keepdims=True), eps)
-
-
-def softpick_weights(t, valid, eps):
-  # relu(e^t - 1) / (sum |e^t - 1| + eps), numerator and denominator both
-  # multiplied by e^-m with m = max(row max, 0) so nothing overflows.
-  m = jnp.max(masked(valid, t, -jnp.inf), axis=-1, keepdims=True)
-  m = jax.lax.stop_gradient(jnp.maximum(m, 0.0))
-  e = jnp.exp(masked(valid, t, 0.0) - m) - jnp.exp(-m)
-  num = masked(valid, jax.nn.relu(e), 0.0)
-  den = jnp.sum(masked(valid, jnp.abs(e), 0.0), axis=-1, keepdims=True)
-  return num / (den + eps * jnp.exp(-m))
-
-
 def _compute_dtype(dtype):
   return jnp.promote_types(dtype, jnp.float32)
 
@@ -185,14 +167,23 @@ class Normalizer:
     row_fn: for ``rowwise`` normalizers, ``row_fn(s, valid, **params)``.
     linear_coef: if the weights are ``coef(n, **params) * s`` (linear in the
       scores), the function giving ``coef``; enables the ``linear`` path.
+    linear_if: ``linear_if(**params) -> bool`` when the weights are linear
+      only for some parameter values (relu_seqlen: ``act == "identity"``);
+      None: always, given ``linear_coef``.
     exp_upper: for ``exp`` mode, an optional ``upper(**params)`` bound on ``t``
       that replaces the running max.
-    eps_param: name of the parameter holding the ``ratio``/``softpick`` epsilon.
+    eps_param: name of the parameter holding the mode's scalar: the
+      ``ratio``/``softpick`` epsilon, or ``exp_sink``'s sink logit.
     is_distribution: whether weights sum to 1 over unmasked keys.
     default_scale: score scale that attention uses when the caller gives none;
       ``None`` means ``1/sqrt(head_dim)``.
     domains: each parameter's valid values (``domains.Domain``), checked by
       ``bind`` and on every call; listed at the end of the docstring.
+    learnable: parameters ``MultiHeadAttention`` learns, ``{name:
+      Learnable(shape, init)}``; a required parameter not listed here must be
+      fixed in the spec string.
+    formula: the weights in one line of Markdown (README's table).
+    source: the paper, short (README's table).
     doc: the docstring shown by ``help``.
   """
   name: str
@@ -209,16 +200,27 @@ class Normalizer:
   default_scale: float | None = None
   domains: Mapping[str, domains_lib.Domain] = dataclasses.field(
       default_factory=dict)
+  linear_if: Callable[..., bool] | None = None
+  learnable: Mapping[str, Learnable] = dataclasses.field(default_factory=dict)
+  formula: str = ""
+  source: str = ""
   doc: str = ""
 
   def __post_init__(self):
-    if self.mode not in MODES:
-      raise ValueError(f"mode {self.mode!r} is not one of {MODES}")
+    if self.mode not in mode_names():
+      raise ValueError(f"mode {self.mode!r} is not one of {mode_names()}")
     if self.needs not in NEEDS:
       raise ValueError(f"needs {self.needs!r} is not one of {NEEDS}")
-    undeclared = sorted(set(self.domains) - set(self.defaults))
-    if undeclared:
-      raise ValueError(f"{self.name}: domains for unknown parameters {undeclared}")
+    for what, keys in (("domains", self.domains),
+                       ("learnable", self.learnable)):
+      undeclared = sorted(set(keys) - set(self.defaults))
+      if undeclared:
+        raise ValueError(
+            f"{self.name}: {what} for unknown parameters {undeclared}")
+    for k, how in self.learnable.items():
+      if how.shape not in LEARNABLE_SHAPES:
+        raise ValueError(f"{self.name}: learnable {k!r} has shape "
+                         f"{how.shape!r}; use one of {LEARNABLE_SHAPES}")
     doc = self.doc
     table = domains_lib.describe(self.domains)
     if table and table not in doc:
@@ -271,16 +273,15 @@ class Normalizer:
   @property
   def streamable(self) -> bool:
     """Whether attention can stream this normalizer over key blocks."""
-    return self.mode != "rowwise"
+    return self.mode != ROWWISE
 
   @property
   def is_linear(self) -> bool:
-    return self.linear_coef is not None and self._linear_ok()
-
-  def _linear_ok(self) -> bool:
-    # relu_seqlen is linear only with act='identity'.
-    p = {**self.defaults, **self.params}
-    return p.get("act", "identity") == "identity"
+    """Whether the weights are ``coef(n) * s`` with the bound parameters."""
+    if self.linear_coef is None:
+      return False
+    return self.linear_if is None or bool(
+        self.linear_if(**{**self.defaults, **self.params}))
 
   # -- evaluation -------------------------------------------------------------
   def __call__(self, scores, *, mask=None, head_dim: int | None = None,
@@ -293,7 +294,7 @@ class Normalizer:
     # Masked scores may be -inf or NaN (e.g. from a bias); they must not leak
     # into statistics, transforms or gradients.
     s = masked(valid, s, 0.0)
-    if self.mode == "rowwise":
+    if self.mode == ROWWISE:
       if valid is None:
         valid = jnp.ones(s.shape, bool)
       w = self.row_fn(s, valid, **p)
@@ -304,14 +305,17 @@ class Normalizer:
     return masked(valid, w, 0.0).astype(scores.dtype)
 
   def weights_from_transform(self, t, valid, p):
-    if self.mode == "exp":
-      upper = None if self.exp_upper is None else self.exp_upper(**p)
-      return exp_weights(t, valid, upper)
-    if self.mode == "ratio":
-      return ratio_weights(t, valid, p[self.eps_param])
-    if self.mode == "softpick":
-      return softpick_weights(t, valid, p[self.eps_param])
-    return masked(valid, t, 0.0)  # pointwise
+    """The weights of whole rows of ``t``: the mode's single-block case."""
+    return modes_lib.weights(self.mode, t, valid, self.eps(p), self.upper(p))
+
+  def eps(self, p: Mapping[str, Any]) -> float:
+    """The mode's scalar among resolved parameters ``p`` (the ``ratio``/
+    ``softpick`` epsilon, ``exp_sink``'s sink logit); 0 if none."""
+    return p[self.eps_param] if self.eps_param else 0.0
+
+  def upper(self, p: Mapping[str, Any]):
+    """The ``exp_upper`` bound for resolved parameters ``p``, or None."""
+    return None if self.exp_upper is None else self.exp_upper(**p)
 
   def __repr__(self):
     if not self.params:

@@ -21,6 +21,8 @@ def _stablemax(s, stats, *, eps):
 stablemax = Normalizer(
     name="stablemax", mode="ratio", needs="none", defaults=dict(eps=0.0),
     domains=dict(eps=EPS), transform=_stablemax, eps_param="eps",
+    formula="`g/Σg`, g = s+1 (s ≥ 0), 1/(1-s) (s < 0)",
+    source="Prieto et al. 2025, arXiv 2501.04697",
     doc=r"""StableMax (Prieto et al. 2025, arXiv 2501.04697, Sec. 5).
 
     ``w_i = g(s_i) / sum_j g(s_j)`` with ``g(x) = x + 1`` for ``x >= 0`` and
@@ -61,6 +63,8 @@ lssa = Normalizer(
     defaults=dict(power=1.0, eps=0.0), transform=_softplus_power,
     eps_param="eps",
     domains=dict(power=Domain(lo=0.0, lo_open=True, hi=16.0), eps=EPS),
+    formula="`g/Σg`, g = softplus(log n·s)^p, p = 1 (*inferred* form)",
+    source="Gao & Spratling 2025, arXiv 2501.13428",
     doc="Length-scaled softplus attention, LSSA " + _LSSA_DOC + r"""
     ``power`` defaults to 1 (plain LSSA); ``softplus > 0``, so no eps is
     needed (default 0).
@@ -72,6 +76,8 @@ lssar = Normalizer(
     eps_param="eps",
     domains=dict(power=Domain(lo=1.0, hi=16.0,
                               note="the re-weighting sharpens"), eps=EPS),
+    formula="`g/Σg`, g = softplus(log n·s)^p, p > 1 given (*inferred* form)",
+    source="Gao & Spratling 2025, arXiv 2501.13428",
     doc="LSSA with re-weighting, LSSAR " + _LSSA_DOC + r"""
     ``power`` has no default: the paper's value was not confirmed, so a spec
     must give it, e.g. ``"lssar(power=3)"``.

@@ -17,11 +17,12 @@ _PERIODIC_DEFAULTS = dict(freq=1.0, eps=1e-6)
 _PERIODIC_DOMAINS = dict(freq=POSITIVE, eps=EPS)
 
 
-def _periodic(name, g, doc):
+def _periodic(name, g, g_text, doc):
   return Normalizer(
       name=name, mode="ratio", needs="none", defaults=dict(_PERIODIC_DEFAULTS),
       domains=_PERIODIC_DOMAINS,
       transform=lambda s, stats, *, freq, eps: g(freq * s), eps_param="eps",
+      formula=f"`g/(Σg + eps)`, g = {g_text}", source="Wang et al. 2021",
       doc=doc + """
     ``freq`` multiplies the scores inside ``g`` (default 1); ``eps`` guards the
     division: the denominator is ``sum g + eps``, pushed to ``-eps`` side if the
@@ -29,24 +30,24 @@ def _periodic(name, g, doc):
     """)
 
 
-sin_max = _periodic("sin_max", jnp.sin, r"""Sin-max: ``g = sin(s)`` (Wang et al. 2021).
+sin_max = _periodic("sin_max", jnp.sin, "sin(s)", r"""Sin-max: ``g = sin(s)`` (Wang et al. 2021).
 
     ``g`` can be negative and the row sum can cross 0, so weights can be
     huge or negative: the paper reports it breaks down. Kept for the ablation.""")
 
 sin_max_constant = _periodic(
-    "sin_max_constant", lambda x: 1.0 + jnp.sin(x),
+    "sin_max_constant", lambda x: 1.0 + jnp.sin(x), "1 + sin(s)",
     r"""Sin-max-constant: ``g = 1 + sin(s)`` (Wang et al. 2021).
 
     The authors' demo code used ``1 + sin(10 s)``: write
     ``sin_max_constant(freq=10)``. Reported to break down.""")
 
-cos_max = _periodic("cos_max", jnp.cos, r"""Cos-max: ``g = cos(s)`` (Wang et al. 2021).
+cos_max = _periodic("cos_max", jnp.cos, "cos(s)", r"""Cos-max: ``g = cos(s)`` (Wang et al. 2021).
 
     Plain cos, no constant, as the authors' code ("works with pre-norm").
     Reported to break down without pre-norm.""")
 
-sin2_max = _periodic("sin2_max", lambda x: jnp.square(jnp.sin(x)),
+sin2_max = _periodic("sin2_max", lambda x: jnp.square(jnp.sin(x)), "sin²(s)",
                      r"""Sin²-max: ``g = sin²(s)`` (Wang et al. 2021).
 
     Its gradient is 0 at ``s = 0``, where scores start: reported to break
@@ -54,6 +55,7 @@ sin2_max = _periodic("sin2_max", lambda x: jnp.square(jnp.sin(x)),
 
 sin2_max_shifted = _periodic(
     "sin2_max_shifted", lambda x: jnp.square(jnp.sin(x + math.pi / 4)),
+    "sin²(s + π/4)",
     r"""Sin²-max-shifted: ``g = sin²(s + pi/4)`` (Wang et al. 2021).
 
     The pi/4 phase (confirmed) gives slope 1 at ``s = 0``.""")
@@ -68,6 +70,7 @@ siren_max = Normalizer(
     name="siren_max", mode="ratio", needs="none",
     defaults=dict(_PERIODIC_DEFAULTS), transform=_siren, eps_param="eps",
     domains=_PERIODIC_DOMAINS,
+    formula="`g/(Σg + eps)`, g = (1 + sin s)/(2 - 2 sin s)", source="Wang et al. 2021",
     doc=r"""Siren-max: ``g = (1 + sin s) / (2 - 2 sin s)`` (Wang et al. 2021).
 
     Form confirmed in the authors' code. Unbounded at ``s = pi/2 + 2 k pi``:
@@ -85,6 +88,7 @@ sin_softmax = Normalizer(
     defaults=dict(freq=1.0, post_scale=1.0), transform=_sin_softmax,
     domains=dict(freq=POSITIVE, post_scale=REAL),
     exp_upper=lambda *, freq, post_scale: abs(post_scale),
+    formula="`softmax(sin s)`", source="Wang et al. 2021",
     doc=r"""Sin-softmax: ``w = softmax(post_scale * sin(freq * s))`` (Wang et al. 2021).
 
     The weights' max/min ratio is at most ``e^2``. ``sin <= 1`` bounds the
@@ -98,6 +102,7 @@ taylor_softmax = Normalizer(
     name="taylor_softmax", mode="ratio", needs="none", defaults=dict(eps=0.0),
     domains=dict(eps=EPS),
     transform=lambda s, stats, *, eps: 1.0 + s + 0.5 * s * s, eps_param="eps",
+    formula="`(1+s+s²/2)/Σ`", source="de Brébisson & Vincent 2016",
     doc=r"""Second-order Taylor softmax (de Brébisson & Vincent 2016).
 
     ``g = 1 + s + s²/2 >= 1/2``, ``w = g / sum g``; no eps needed (default 0).

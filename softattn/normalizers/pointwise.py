@@ -12,7 +12,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from softattn.normalizers.core import REQUIRED, Normalizer
+from softattn.normalizers.core import REQUIRED, Learnable, Normalizer
 from softattn.normalizers.domains import EPS, POSITIVE, REAL, Domain
 
 ACTIVATIONS = {
@@ -50,7 +50,10 @@ relu_seqlen = Normalizer(
     domains=dict(alpha=Domain(lo=0.0, hi=1.0, note="the paper's range"),
                  act=Domain(choices=tuple(ACTIVATIONS))),
     linear_coef=lambda n, *, alpha, act: n ** (-alpha),
+    linear_if=lambda *, alpha, act: act == "identity",
     is_distribution=False,
+    formula="`n^-α h(s)`, h ∈ " + ", ".join(ACTIVATIONS),
+    source="Wortsman et al. 2023",
     doc=r"""ReLU attention family (Wortsman et al. 2023).
 
     ``w = n^(-alpha) * h(s)`` with ``n`` the number of unmasked keys and ``h`` in
@@ -72,6 +75,7 @@ scaled = Normalizer(
     name="scaled", mode="pointwise", needs="count", defaults={},
     transform=lambda s, stats: s / jnp.sqrt(_safe_n(stats)),
     linear_coef=lambda n: n ** -0.5, is_distribution=False,
+    formula="`s/sqrt(n)`", source="Cho et al. 2022",
     doc=r"""Scaled dot product without softmax (Cho et al. 2022, eq. 3).
 
     ``w = s / sqrt(n)``; with ``s = q.k / sqrt(d)`` the output is
@@ -90,6 +94,7 @@ sigmoid = Normalizer(
     name="sigmoid", mode="pointwise", needs="count", defaults=dict(bias=None),
     domains=dict(bias=Domain(lo_open=True, hi_open=True, allow_none=True)),
     transform=_sigmoid, is_distribution=False,
+    formula="`sigmoid(s - log n)`", source="Ramapuram et al. 2024",
     doc=r"""Sigmoid attention (Ramapuram et al. 2024, arXiv 2409.04431).
 
     ``w = sigmoid(s + b)`` with ``b = -log(n)`` by default (``bias=None``), the
@@ -105,7 +110,11 @@ nap = Normalizer(
     name="nap", mode="pointwise", needs="moments",
     defaults=dict(g=1.0, b=0.0, eps=1e-6), transform=_nap,
     domains=dict(g=REAL, b=REAL, eps=EPS),
+    # Per-head gain and bias, init at the defaults; learned unless the spec
+    # string fixes them, e.g. "nap(g=1.0, b=0.0)".
+    learnable=dict(g=Learnable("per_head", 1.0), b=Learnable("per_head", 0.0)),
     is_distribution=False,
+    formula="`(s-μ)/σ·g + b`", source="Richter & Wattenhofer 2020",
     doc=r"""Normalized attention pooling (Richter & Wattenhofer 2020).
 
     ``w = (s - mean(s)) / std(s) * g + b`` over unmasked keys, with a gain
@@ -126,6 +135,10 @@ consmax = Normalizer(
                  max_exponent=Domain(lo=0.0, lo_open=True,
                                      note="a guard against exp overflow")),
     is_distribution=False,
+    learnable=dict(beta=Learnable("per_head", 2.5),
+                   denom=Learnable("per_head", 100.0)),
+    formula="`exp(s-β)/γ` (`beta`, `denom` = γ learnable per head)",
+    source="Liu et al. 2024, arXiv 2402.10930",
     doc=r"""ConSmax (Liu et al. 2024, arXiv 2402.10930).
 
     ``w = exp(s - beta) / gamma`` with learnable ``beta`` (the paper's stand-in
@@ -155,6 +168,8 @@ laplace = Normalizer(
     domains=dict(mu=REAL, sigma=POSITIVE,
                  alpha=Domain(lo=0.0, hi=1.0, note="n^-alpha scales s")),
     default_scale=1.0, is_distribution=False,
+    formula="`0.5(1+erf((s/n-μ)/(σ√2)))`, μ = √½, σ = √(1/4π), scale 1",
+    source="Mega, Ma et al. 2022, arXiv 2209.10655",
     doc=r"""Mega's Laplace attention function (Ma et al. 2022, arXiv 2209.10655).
 
     ``w = 0.5 (1 + erf((x - mu) / (sigma sqrt 2)))`` with ``x = s / n^alpha``,
@@ -178,6 +193,8 @@ polynomial = Normalizer(
     domains=dict(p=Domain(lo=1.0, hi=9.0, integer=True,
                         note="x^p must be real for x < 0")),
     is_distribution=False,
+    formula="`s^p/√n`, p = 3 by default",
+    source="Saratchandran et al. 2024, arXiv 2410.18613",
     doc=r"""Polynomial attention (Saratchandran et al. 2024, arXiv 2410.18613).
 
     ``w = s^p / sqrt(n)``: the paper's ``phi(x) = x^p / sqrt(N)``, chosen so

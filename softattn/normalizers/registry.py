@@ -37,21 +37,40 @@ import ast
 import math
 from typing import Callable, Union
 
+from softattn import modes as modes_lib
 from softattn.normalizers.core import Normalizer, SqrtHeadDim
 from softattn.normalizers.domains import EPS
 from softattn.normalizers.periodic import make_prenorm
 
 _REGISTRY: dict[str, Union[Normalizer, Callable[..., Normalizer]]] = {}
+_FACTORY_ROWS: dict[str, tuple[str, str, str]] = {}
 
 
 def register(normalizer: Normalizer | None = None, *, name: str | None = None,
-             factory: Callable[..., Normalizer] | None = None):
-  """Adds a ``Normalizer`` (or a ``factory(*args, **kw) -> Normalizer``)."""
+             factory: Callable[..., Normalizer] | None = None,
+             formula: str = "", source: str = "", streams: str = ""):
+  """Adds a ``Normalizer`` (or a ``factory(*args, **kw) -> Normalizer``).
+
+  A factory has no declaration to read its README row from: ``formula``,
+  ``source`` and ``streams`` give it.
+  """
   key = name or normalizer.name
   if key in _REGISTRY:
     raise ValueError(f"normalizer {key!r} is already registered")
   _REGISTRY[key] = factory if factory is not None else normalizer
+  if factory is not None:
+    _FACTORY_ROWS[key] = (formula, streams, source)
   return normalizer
+
+
+def declared_in(module) -> list[Normalizer]:
+  """The ``Normalizer`` objects at ``module``'s top level, each once, in
+  definition order (a family module's declarations)."""
+  out = []
+  for value in vars(module).values():
+    if isinstance(value, Normalizer) and all(value is not n for n in out):
+      out.append(value)
+  return out
 
 
 def names() -> list[str]:
@@ -151,4 +170,45 @@ def _prenorm_factory(inner: Normalizer | str | None = None, *, eps=1e-5,
   return make_prenorm(get(inner), eps)
 
 
-register(name="prenorm", factory=_prenorm_factory)
+register(name="prenorm", factory=_prenorm_factory,
+         formula="`f((s-μ)/sqrt(var_unbiased + 1e-5))`",
+         streams="as `f`, μ/var first", source="Wang et al. 2021")
+
+
+# -- the README's normalizer table ----------------------------------------------
+def streams_as(norm: Normalizer) -> str:
+  """How attention streams ``norm`` over key blocks, in words, from its
+  declaration: the mode's accumulator, statistics first, the linear path."""
+  if norm.mode == "rowwise":
+    return "dense only (needs the whole row)"
+  text = ("fixed max (`exp_upper`)" if norm.exp_upper is not None
+          else modes_lib.MODES[norm.mode].streams)
+  if norm.needs == "moments":
+    text += ", per-query μ, σ first"
+  if norm.linear_coef is not None:
+    text += ", or linear `Q(KᵀV)`"
+    if norm.linear_if is not None:
+      text += " for some parameters"
+  return text
+
+
+def markdown_table() -> str:
+  """The README's normalizer table, one row per registered name.
+
+  ``python -m softattn.normalizers`` prints it; ``tests/test_readme_table.py``
+  checks that README.md holds exactly this table.
+  """
+  lines = ["| name | weights | streams as | source |", "|---|---|---|---|"]
+  for key in names():
+    entry = _REGISTRY[key]
+    if isinstance(entry, Normalizer):
+      row = (entry.formula, streams_as(entry), entry.source)
+      shown = f"`{key}`"
+    else:
+      row, shown = _FACTORY_ROWS[key], f"`{key}(f)`"
+    if not (row[0] and row[2]):
+      raise ValueError(f"normalizer {key!r} declares no formula or source; "
+                       f"give its Normalizer formula= and source=")
+    cells = [shown] + [c.replace("|", "\\|") for c in row]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)

@@ -33,6 +33,7 @@ def _sparsemax(s, valid):
 sparsemax = Normalizer(
     name="sparsemax", mode="rowwise", needs="none", defaults={},
     transform=None, row_fn=_sparsemax,
+    formula="`relu(s-τ)`, τ: weights sum to 1", source="Martins & Astudillo 2016",
     doc=r"""Sparsemax (Martins & Astudillo 2016, arXiv 1602.02068).
 
     Euclidean projection of the scores onto the simplex:
@@ -64,6 +65,7 @@ def _entmax15(s, valid):
 entmax15 = Normalizer(
     name="entmax15", mode="rowwise", needs="none", defaults={},
     transform=None, row_fn=_entmax15,
+    formula="`relu(s/2-τ)²`, τ: weights sum to 1", source="Peters et al. 2019",
     doc=r"""1.5-entmax (Peters, Niculae & Martins 2019, arXiv 1905.05702).
 
     The 1.5-Tsallis projection onto the simplex: ``w = relu(s/2 - tau)^2``,
@@ -83,6 +85,7 @@ def _stick_breaking(s, valid):
 stick_breaking = Normalizer(
     name="stick_breaking", mode="rowwise", needs="none", defaults={},
     transform=None, row_fn=_stick_breaking, is_distribution=False,
+    formula="`β_j Π_{k>j}(1-β_k)`, β = sigmoid(s)", source="Tan et al. 2024",
     doc=r"""Stick-breaking attention (Tan et al. 2024, arXiv 2410.17980).
 
     ``beta = sigmoid(s)``, ``w_j = beta_j * prod_{k > j} (1 - beta_k)`` over the

@@ -2,10 +2,9 @@
 scalable softmax, softpick, attention sinks (softmax + 1, learnable sink) and
 Cog attention's signed softmax."""
 
-import jax
 import jax.numpy as jnp
 
-from softattn.normalizers.core import REQUIRED, Normalizer
+from softattn.normalizers.core import REQUIRED, Learnable, Normalizer
 from softattn.normalizers.domains import EPS, POSITIVE, REAL, Domain
 
 
@@ -16,6 +15,7 @@ def _std(stats, eps):
 softmax = Normalizer(
     name="softmax", mode="exp", needs="none", defaults={},
     transform=lambda s, stats: s,
+    formula="`exp(s)/Σexp(s)`", source="Vaswani et al. 2017",
     doc=r"""Softmax: ``w_i = exp(s_i) / sum_j exp(s_j)`` over unmasked keys.
 
     The baseline (Vaswani et al. 2017). Computed stably by subtracting the row
@@ -31,6 +31,8 @@ normsoftmax = Normalizer(
     name="normsoftmax", mode="exp", needs="moments",
     defaults=dict(gamma=jnp.inf, tau=1.0, eps=1e-6), transform=_nsm,
     domains=dict(gamma=POSITIVE, tau=POSITIVE, eps=EPS), default_scale=1.0,
+    formula="`softmax((s-μ)/(τ·min(σ, γ)))`, σ = sqrt(var + eps)",
+    source="Jiang et al. 2023",
     doc=r"""NormSoftmax (Jiang et al. 2023, eq. 4 and 29).
 
     ``w = softmax((s - mean(s)) / (tau * min(std(s), gamma)))``
@@ -60,6 +62,10 @@ normsoftmax_learnable = Normalizer(
     name="normsoftmax_learnable", mode="exp", needs="moments",
     defaults=dict(w=REQUIRED, eps=1e-6), transform=_nsm_learnable,
     domains=dict(w=REAL, eps=EPS), default_scale=1.0,
+    # Init 1 makes it start as NormSoftmax(gamma=inf).
+    learnable=dict(w=Learnable("scalar", 1.0)),
+    formula="`softmax(w·s/σ)` (f1), `w` learnable",
+    source="Jiang et al. 2023 Tab. 1",
     doc=r"""NormSoftmax variant f1 (Jiang et al. 2023, Table 1).
 
     ``w_i = softmax(w * s / std(s))`` with a learnable scalar ``w`` (pass it as
@@ -77,6 +83,7 @@ normsoftmax_inverse = Normalizer(
     name="normsoftmax_inverse", mode="exp", needs="moments",
     defaults=dict(gamma=1.0, eps=1e-6), transform=_nsm_inverse,
     domains=dict(gamma=POSITIVE, eps=EPS), default_scale=1.0,
+    formula="`softmax(s/max(σ, γ))` (f2)", source="Jiang et al. 2023 Tab. 1",
     doc=r"""NormSoftmax variant f2, inverse clipping (Jiang et al. 2023, Table 1).
 
     ``w = softmax(s / max(std(s), gamma))``. Table 1 used ``gamma = sqrt(d)``
@@ -96,6 +103,8 @@ logitnorm = Normalizer(
     defaults=dict(tau=None, eps=1e-6), transform=_logitnorm,
     domains=dict(tau=Domain(lo=0.0, lo_open=True, allow_none=True), eps=EPS),
     default_scale=1.0,
+    formula="`softmax(s/(τ‖s‖₂))`, τ = n^-1/2 by default",
+    source="Wei et al. 2022",
     doc=r"""LogitNorm (Wei et al. 2022; as compared in Jiang et al. 2023 eq. 8).
 
     ``w = softmax(s / (tau * ||s||_2))``, no mean shift (so not translation
@@ -113,6 +122,11 @@ ssmax = Normalizer(
     name="ssmax", mode="exp", needs="count",
     defaults=dict(s_scale=REQUIRED), transform=_ssmax,
     domains=dict(s_scale=REAL),
+    # Init 0.43 is *inferred*: the value the paper reports fitted scales
+    # settle near (override with MultiHeadAttention's learnable_init).
+    learnable=dict(s_scale=Learnable("per_head", 0.43)),
+    formula="`softmax(s_scale·log n·s)`, `s_scale` learnable",
+    source="Nakanishi 2025",
     doc=r"""Scalable softmax (Nakanishi 2025, arXiv 2501.19399).
 
     ``w = softmax(s_scale * log(n) * s)``: the temperature grows with the number
@@ -125,6 +139,7 @@ softpick = Normalizer(
     name="softpick", mode="softpick", needs="none", defaults=dict(eps=1e-6),
     domains=dict(eps=EPS),
     transform=lambda s, stats, eps: s, eps_param="eps", is_distribution=False,
+    formula="`relu(eˢ-1)/(Σ|eˢ-1| + eps)`", source="Zuhri et al. 2025",
     doc=r"""Softpick (Zuhri et al. 2025, arXiv 2504.20966).
 
     ``w_i = relu(exp(s_i) - 1) / (sum_j |exp(s_j) - 1| + eps)``. Rows can sum
@@ -134,42 +149,29 @@ softpick = Normalizer(
 
 
 # -- attention sinks and signed softmax ---------------------------------------
-# These three are exp-mode normalizers whose accumulation differs from plain
-# softmax (an extra denominator term; a signed numerator). Until the shared
-# mode table can express that, they are declared ``rowwise``: the dense path
-# computes them exactly, the chunked and fused paths refuse them.
-def _sink_weights(s, valid, sink):
-  """``exp(s_i) / (exp(sink) + sum_j exp(s_j))`` over valid keys.
-
-  Both terms are multiplied by ``exp(-m)`` with ``m = max(row max, sink)``, so
-  neither overflows; a row with no valid key gives zeros (only the sink).
-  """
-  sink = jnp.asarray(sink, s.dtype)
-  row_max = jnp.max(jnp.where(valid, s, -jnp.inf), axis=-1, keepdims=True)
-  m = jax.lax.stop_gradient(jnp.maximum(row_max, sink))
-  e = jnp.where(valid, jnp.exp(jnp.where(valid, s, m) - m), 0.0)
-  den = jnp.sum(e, axis=-1, keepdims=True) + jnp.exp(sink - m)
-  return e / den
-
-
 softmax_1 = Normalizer(
-    name="softmax_1", mode="rowwise", needs="none", defaults={},
-    transform=None, row_fn=lambda s, valid: _sink_weights(s, valid, 0.0),
-    is_distribution=False,
+    name="softmax_1", mode="exp_sink", needs="none", defaults={},
+    transform=lambda s, stats: s, is_distribution=False,
+    formula="`exp(s)/(1+Σexp(s))`: a zero logit in the denominator",
+    source="Miller 2023 (blog)",
     doc=r"""Softmax plus one (Miller 2023, "Attention is off by one").
 
     ``w_i = exp(s_i) / (1 + sum_j exp(s_j))``: softmax with an extra zero
     logit in the denominator only, so a head can attend to nothing (rows sum
-    to less than 1). It is ``softmax_sink`` with ``sink = 0``. Computed with
-    the larger of the row max and 0 subtracted, so nothing overflows. The
-    source is a blog post, not a paper (no equation number).
+    to less than 1). It is ``softmax_sink`` with ``sink = 0``: mode
+    ``exp_sink`` (``softattn.modes``) with the sink fixed at 0. The source is
+    a blog post, not a paper (no equation number).
     """)
 
 
 softmax_sink = Normalizer(
-    name="softmax_sink", mode="rowwise", needs="none",
+    name="softmax_sink", mode="exp_sink", needs="none",
     defaults=dict(sink=REQUIRED), domains=dict(sink=REAL),
-    transform=None, row_fn=_sink_weights, is_distribution=False,
+    transform=lambda s, stats, sink: s, eps_param="sink",
+    is_distribution=False,
+    learnable=dict(sink=Learnable("per_head", 0.0)),
+    formula="`exp(s)/(exp(sink)+Σexp(s))`, `sink` learnable per head",
+    source="gpt-oss (OpenAI 2025)",
     doc=r"""Softmax with a learnable sink logit (gpt-oss, OpenAI 2025).
 
     ``w_i = exp(s_i) / (exp(sink) + sum_j exp(s_j))``: the sink joins the
@@ -179,21 +181,19 @@ softmax_sink = Normalizer(
     owns it as ``norm_sink`` ``[H, 1, 1]``, init 0 (*inferred*: gpt-oss ships
     trained values, not an init), where it starts as ``softmax_1``. Also in
     Xiao et al. 2023 (arXiv 2309.17453) as a learnable "sink token".
+
+    Mode ``exp_sink``: keys stream as softmax's running max and sum, the sink
+    term ``exp(sink - m)`` joins at the end. The fused kernels take the sink
+    as a compile-time number only (their backward has no sink cotangent): a
+    learnable (array) sink runs on the dense or chunked path.
     """)
 
 
-def _cog(s, valid):
-  a = jnp.abs(s)
-  m = jnp.max(jnp.where(valid, a, -jnp.inf), axis=-1, keepdims=True)
-  m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
-  e = jnp.where(valid, jnp.exp(a - m), 0.0)
-  den = jnp.sum(e, axis=-1, keepdims=True)
-  return jnp.sign(s) * e / jnp.where(den > 0, den, 1.0)
-
-
 cog = Normalizer(
-    name="cog", mode="rowwise", needs="none", defaults={}, transform=None,
-    row_fn=_cog, is_distribution=False,
+    name="cog", mode="signed_exp", needs="none", defaults={},
+    transform=lambda s, stats: s, is_distribution=False,
+    formula="`sign(s)·exp(|s|)/Σexp(|s|)` (negative weights)",
+    source="Lv et al. 2024, arXiv 2411.07176",
     doc=r"""Cog attention, the signed exp (Lv et al. 2024, arXiv 2411.07176).
 
     ``w_i = sign(s_i) exp(|s_i|) / sum_j exp(|s_j|)``: softmax of ``|s|`` with
@@ -201,5 +201,5 @@ cog = Normalizer(
     1``). Form confirmed in the authors' code (trestad/CogAttn:
     ``sign(p) * softmax(|p|)`` with ``p = q.k / sqrt(d)``). The paper keeps
     softmax in the first and last layers for stability; choose per layer.
-    Stabilised by the row max of ``|s|``.
+    Mode ``signed_exp``: streamed with a running max of ``|s|``.
     """)

@@ -2,10 +2,11 @@
 
 ``dot_product_attention(..., implementation="pallas")``. One set of kernels,
 generic over the normalizer's declaration (``mode``, ``needs``,
-``transform``): the mode picks the accumulator (``modes.py``), the transform
-is traced into the kernel and differentiated there with ``jax.vjp``.
+``transform``): the mode picks the accumulator and the backward rule from
+``softattn.modes`` (the table the dense and chunked paths run too), the
+transform is traced into the kernel and differentiated there with
+``jax.vjp``.
 
-* ``modes.py``: forward accumulator and backward rule of each mode.
 * ``tile.py``: scores, masks and the transform on one ``[bq, bk]`` tile.
 * ``forward.py``: statistics and forward kernels; ``backward.py``: dQ and
   dK/dV kernels; ``blocks.py``: block sizes per chip (the VMEM rule) and

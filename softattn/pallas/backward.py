@@ -2,7 +2,7 @@
 with the per-row cotangents (grid over query blocks, keys streamed), as in
 FlashAttention-2's backward (Dao 2023, Alg. 2) but generic over the mode.
 
-On a tile, ``modes.Mode.grad`` gives the weights ``w`` and ``dt = dL/dt``;
+On a tile, ``softattn.modes.Mode.grad`` gives the weights ``w`` and ``dt = dL/dt``;
 ``jax.vjp`` of the normalizer's own transform then gives ``ds`` and the
 row-column cotangents (statistics and array parameters: the VJP of a
 ``[bq, 1]`` column broadcast over keys is its sum over the tile). So phi' is
@@ -26,9 +26,9 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from softattn.modes import MODES
 from softattn.pallas import blocks, tile
 from softattn.pallas.forward import run
-from softattn.pallas.modes import MODES
 
 
 def _tile_grads(cfg, qi, kj, ins, h):

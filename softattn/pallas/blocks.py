@@ -157,7 +157,7 @@ def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
   """``pl.CostEstimate`` of one kernel over its whole grid.
 
   FLOPs: 2 per multiply-add of ``KERNEL_MATMULS``, the forward's PV
-  ``pv_passes`` times (2 for the ratio mode in bf16, ``modes._pv_split``).
+  ``pv_passes`` times (2 for the ratio mode in bf16, ``softattn.modes.pv``).
   The forward writes its output in ``out_itemsize`` bytes (the inputs'
   unless given). Transcendentals: one per
   score (exp, sigmoid, sin, log: an estimate, the exact count depends on the

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from softattn.pallas import blocks, modes, tile
-from softattn.pallas.modes import MODES
+from softattn import modes
+from softattn.pallas import blocks, tile
 
 
 def run(cfg: tile.Config, build, *args):
@@ -118,12 +118,11 @@ def moments(cfg: tile.Config, q, k, mask):
 def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
   mask_ref = refs[0] if cfg.has_mask else None
   o_ref, res_ref, m_sc, l_sc, acc_sc = refs[-5:]
-  mode = MODES[cfg.mode]
   qi, kj = pl.program_id(2), pl.program_id(3)
 
   @pl.when(kj == 0)
   def _():
-    m0, l0, acc0 = mode.init(cfg.bq, cfg.dv)
+    m0, l0, acc0 = modes.init(cfg.mode, (cfg.bq,), cfg.dv, jnp.float32)
     for h in range(cfg.hp):
       m_sc[h], l_sc[h], acc_sc[h] = m0, l0, acc0
 
@@ -134,29 +133,31 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
       s, valid = tile.scores(cfg, qi, kj, q, k, tile.mask_row(cfg, mask_ref, h))
       t = tile.transform(cfg, s, tile.row_values(cfg, rows_ref[h]))
       carry = (m_sc[h], l_sc[h], acc_sc[h])
-      m_sc[h], l_sc[h], acc_sc[h] = mode.update(carry, t, valid, v)
+      m_sc[h], l_sc[h], acc_sc[h] = modes.update(cfg.mode, carry, t, valid, v)
 
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
     for h in range(cfg.hp):
-      out, res_a, res_b = mode.finish((m_sc[h], l_sc[h], acc_sc[h]), cfg.eps)
+      out, res_a, res_b = modes.output(cfg.mode, (m_sc[h], l_sc[h], acc_sc[h]),
+                                       cfg.eps)
       o_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = out.astype(o_ref.dtype)
       res_ref[h, :, 0:1] = res_a
       res_ref[h, :, 1:2] = res_b
 
 
 def out_dtype(cfg: tile.Config, dtype):
-  """The forward output's dtype: the inputs', except float32 for the ratio
-  mode in low precision, whose backward needs the unrounded output (see
+  """The forward output's dtype: the inputs', except float32 in low
+  precision for the modes whose ``w @ v`` is split (``Mode.split_pv``: the
+  ratio mode), whose backward needs the unrounded output (see
   ``wrapper._core_bwd``)."""
-  if cfg.mode == "ratio" and jnp.dtype(dtype) != jnp.float32:
+  if modes.MODES[cfg.mode].split_pv and jnp.dtype(dtype) != jnp.float32:
     return jnp.float32
   return dtype
 
 
 def attention(cfg: tile.Config, q, k, v, rows, mask):
   """``(out [B, Lq, H*Dv], res [B, H, Lq, 2])``; ``res`` holds the mode's
-  per-row residuals (``modes.py``) for the backward pass."""
+  per-row residuals (``softattn.modes``) for the backward pass."""
   b, h = q.shape[0], q.shape[2] // cfg.d
   specs = _specs(cfg, rows.shape[-1], mask)
   args = (q, k, v, rows) + (() if mask is None else (mask,))

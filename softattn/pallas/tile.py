@@ -83,8 +83,7 @@ class Config:
 
   @property
   def eps(self) -> float:
-    p = dict(self.static_params)
-    return float(p[self.norm.eps_param]) if self.norm.eps_param else 0.0
+    return float(self.norm.eps(dict(self.static_params)))
 
 
 def load(ref, h: int, width: int, start, length: int, ragged: bool):

@@ -32,18 +32,32 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from softattn.modes import MODES
 from softattn.pallas import backward, blocks, forward, tile
 
-FUSED_MODES = ("exp", "ratio", "pointwise", "softpick")
+FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
 
 
-def unsupported_reason(norm, mask=None, bias=None) -> str | None:
-  """Why the fused kernel cannot run this call, or None when it can."""
-  if norm.mode not in FUSED_MODES:
+def unsupported_reason(norm, mask=None, bias=None,
+                       params=None) -> str | None:
+  """Why the fused kernel cannot run this call, or None when it can.
+
+  ``params``: the resolved normalizer parameters, when known. The mode's
+  scalar (``Normalizer.eps``: an epsilon, or softmax_sink's sink logit) is
+  compiled into the kernels, which have no cotangent for it: an array there
+  (a learnable sink) is refused.
+  """
+  if norm.mode not in MODES:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
             f"{norm.mode!r}); use {ALTERNATIVES}")
+  scalar = (params or {}).get(norm.eps_param) if norm.eps_param else None
+  if isinstance(scalar, (jax.Array, np.ndarray)):
+    return (f"normalizer {norm.name!r}: the fused kernels take "
+            f"{norm.eps_param!r} as a number, not an array (a learnable "
+            f"{norm.eps_param} needs its gradient); use "
+            f"implementation='chunked' or 'dense'")
   if bias is not None:
     return ("implementation='pallas' takes no additive bias; use "
             "implementation='chunked' or 'dense'")
@@ -132,7 +146,7 @@ def _core_bwd(cfg, saved, do):
   # precision ``out`` is the kernel's unrounded f32 output: there
   # ``dt = (dp - di) / Z`` and a small ``Z`` turns a bf16-rounded ``o`` into
   # large gradient errors (bf16 dQ/dK of siren_max and cos_max were 10-20x
-  # dense bf16's error with a bf16 output, even with ``modes._pv_split``;
+  # dense bf16's error with a bf16 output, even with ``softattn.modes.pv``;
   # measured). The other modes save the output in the inputs' dtype, as
   # FlashAttention does.
   b, lq = out.shape[:2]
