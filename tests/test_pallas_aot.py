@@ -42,7 +42,10 @@ EXTRA = {
            dict(length=196, d=64, key_mask=True),
            # Mega's Laplace function: erf inside the kernel (Triton lacks it;
            # Mosaic TPU lowers it). L=1024: the op, not the size, is tested.
-           dict(length=1024, normalizer="laplace", key_mask=True)],
+           dict(length=1024, normalizer="laplace", key_mask=True),
+           # The exp_sink and signed_exp modes (their own kernel code).
+           dict(length=1024, normalizer="softmax_1", key_mask=True),
+           dict(length=1024, normalizer="cog", causal=True)],
 }
 
 
