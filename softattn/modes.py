@@ -277,14 +277,9 @@ def _sink_finish(m, l, sink):
 
 # -- signed_exp: sign(t) exp(|t|) / sum exp(|t|) (Cog attention) ---------------
 def _signed_exp_block(m, t, valid, fixed):
-  a = jnp.abs(t)
-  if fixed:
-    m_new, corr = m, None
-  else:
-    m_new = _running_max(m, a, valid)
-    corr = jnp.exp(m - m_new)
-  p = masked(valid, jnp.exp(masked(valid, a, m_new) - m_new), 0.0)
-  return m_new, corr, jnp.sign(t) * p, jnp.sum(p, axis=-1, keepdims=True)
+  # exp's block on |t|, the sign put back on the numerator only.
+  m_new, corr, p, l_add = _exp_block(m, jnp.abs(t), valid, fixed)
+  return m_new, corr, jnp.sign(t) * p, l_add
 
 
 def _signed_exp_grad(t, valid, dp, lse, _, di):

@@ -26,8 +26,8 @@ OUTPUT_GATES = ("headwise", "elementwise")
 
 def diff_lambda_init(layer_index: int) -> float:
   """``lambda_init = 0.8 - 0.6 exp(-0.3 (l - 1))`` for layer ``l = layer_index
-  + 1`` (Ye et al. 2024, arXiv 2410.05258, Sec. 2.1; the authors' code calls
-  it with the 0-based depth)."""
+  + 1`` (Ye et al. 2024, arXiv 2410.05258; the authors' code calls it with
+  the 0-based depth)."""
   return 0.8 - 0.6 * math.exp(-0.3 * layer_index)
 
 
@@ -129,10 +129,10 @@ class MultiHeadAttention(nn.Module):
       ``Y' = Y (.) sigmoid(x W_theta)`` on each head's attention output,
       before ``out``, with ``x`` the layer's query input. ``"headwise"``: one
       scalar gate per head and token (``output_gate`` kernel ``[D, H, 1]``);
-      ``"elementwise"``: one per output channel (``[D, H, head_dim]``, the
-      paper's best). ``None`` (default): no gate.
-    differential: differential attention (Ye et al. 2024, arXiv 2410.05258,
-      Sec. 2), on any normalizer ``N``: each head's q and k are split into
+      ``"elementwise"``: one per output channel (``[D, H, head_dim]``).
+      Bias as ``use_bias``. ``None`` (default): no gate.
+    differential: differential attention (Ye et al. 2024, arXiv 2410.05258;
+      equation numbers not re-checked), on any normalizer ``N``: each head's q and k are split into
       halves ``q1, q2`` and ``k1, k2`` (head_dim must be even), and
       ``head = (1 - lambda_init) RMSNorm((N(q1 k1^T s) - lambda N(q2 k2^T s))
       V)`` with ``s = 1/sqrt(head_dim/2)`` and the scalar

@@ -23,15 +23,16 @@ stablemax = Normalizer(
     domains=dict(eps=EPS), transform=_stablemax, eps_param="eps",
     formula="`g/Σg`, g = s+1 (s ≥ 0), 1/(1-s) (s < 0)",
     source="Prieto et al. 2025, arXiv 2501.04697",
-    doc=r"""StableMax (Prieto et al. 2025, arXiv 2501.04697, Sec. 5).
+    doc=r"""StableMax (Prieto et al. 2025, arXiv 2501.04697).
 
     ``w_i = g(s_i) / sum_j g(s_j)`` with ``g(x) = x + 1`` for ``x >= 0`` and
     ``1 / (1 - x)`` for ``x < 0``: continuous with slope 1 at 0, linear
     growth instead of exponential, so large scores cannot absorb the small
     ones in floating point ("softmax collapse"). Form confirmed in the
     authors' code (``s(x)``, ``log_stablemax``); the paper uses it in the
-    loss, applying it to attention is this library's. ``g > 0``, so no eps is
-    needed (default 0).
+    loss, applying it to attention is this library's. The paper's section
+    and equation number were not checked against its text. ``g > 0``, so no
+    eps is needed (default 0).
     """)
 
 
