@@ -15,8 +15,11 @@ Paths (``implementation=``):
   a first streaming pass gathers the per-query mean/variance that NormSoftmax,
   LogitNorm, NAP and ``prenorm`` need, merged with Chan's formula). Peak memory
   is O(L * chunk) instead of O(L^2). Normalizers whose weights depend on the
-  whole sorted or ordered row (``sparsemax``, ``entmax15``, ``stick_breaking``,
-  and ``prenorm`` of them) cannot be streamed over keys and raise ValueError.
+  whole sorted or ordered row stream in several passes (``softattn.streams``):
+  ``sparsemax`` and ``entmax15`` find their threshold by streamed Newton
+  passes (at most ``max_passes``, to ``tol``) and then accumulate;
+  ``stick_breaking`` scans key blocks last to first. A ``rowwise`` normalizer
+  that declares no ``stream`` raises ValueError.
 * ``"linear"`` for normalizers linear in the scores (``scaled``,
   ``relu_seqlen(act='identity')``): ``coef(n) * scale * Q (K^T V)``, cost
   O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
@@ -204,8 +207,8 @@ def dot_product_attention(
     if not norm.streamable:
       raise ValueError(
           f"normalizer {norm.name!r} cannot be chunked over keys: its weights "
-          f"depend on the whole (sorted or ordered) score row; use "
-          f"implementation='dense'")
+          f"depend on the whole score row and it declares no stream "
+          f"(softattn.streams); use implementation='dense'")
     from softattn.chunked import chunked_attention  # noqa: PLC0415
     out = chunked_attention(query, key, value, norm, p, mask, bias, scale,
                             is_causal, chunk_size or DEFAULT_CHUNK,

@@ -20,6 +20,11 @@ module's docstring for the contract. How it works:
   NormSoftmax identity of the spec) or from a first streaming pass merged with
   Chan's formula.
 
+* ``rowwise`` normalizers that declare a ``stream`` (sparsemax, entmax15,
+  stick_breaking; ``softattn.streams``) run it instead: several passes over
+  the key blocks through the same scan (a threshold search then a weighted
+  pass; a reverse-order scan).
+
 Lengths that are not multiples of the block sizes are padded with masked keys /
 discarded queries.
 """
@@ -163,15 +168,25 @@ def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
       init = RowStats(zeros, zeros, zeros) if moments else RowStats(zeros)
       stats, _ = jax.lax.scan(stat_step, init, key_xs)
 
-    init = modes.init(mode, (b, h, cq), dv, ct, m0=upper)
+    def scan_keys(fn, init, reverse=False, frozen=False):
+      """``fn(carry, t, valid, v)`` over the key blocks (``frozen``: ``t``
+      and ``v`` under stop_gradient, for searches that are not
+      differentiated)."""
+      def step(carry, xs):
+        kj, k_blk, v_blk, in_range, mask_k, bias_k = xs
+        s, valid = scores_and_valid(kj, k_blk, in_range, mask_k, bias_k)
+        t = norm.transform(s, stats, **p)
+        if frozen:
+          t, v_blk = jax.lax.stop_gradient((t, v_blk))
+        return fn(carry, t, valid, v_blk), None
+      return jax.lax.scan(step, init, key_xs, reverse=reverse)[0]
 
-    def step(carry, xs):
-      kj, k_blk, v_blk, in_range, mask_k, bias_k = xs
-      s, valid = scores_and_valid(kj, k_blk, in_range, mask_k, bias_k)
-      t = norm.transform(s, stats, **p)
-      return modes.update(mode, carry, t, valid, v_blk, upper is not None), None
-
-    carry, _ = jax.lax.scan(step, init, key_xs)
+    if norm.stream is not None:  # rowwise: several passes (softattn.streams)
+      return norm.stream.run(scan_keys, (b, h, cq), dv, ct, p)
+    carry = scan_keys(
+        lambda c, t, valid, v: modes.update(mode, c, t, valid, v,
+                                            upper is not None),
+        modes.init(mode, (b, h, cq), dv, ct, m0=upper))
     return modes.output(mode, carry, eps)[0]
 
   out = jax.lax.map(jax.checkpoint(block),

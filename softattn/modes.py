@@ -240,7 +240,9 @@ def _softpick_block(m, t, valid, fixed):
   m_new = _running_max(m, t, valid)
   corr = jnp.exp(m - m_new)
   e = jnp.exp(masked(valid, t, 0.0) - m_new) - jnp.exp(-m_new)
-  num = masked(valid, jnp.maximum(e, 0.0), 0.0)
+  # jax.nn.relu, not jnp.maximum: its derivative at 0 is 0, where
+  # maximum's splits the tie (more work in the backward).
+  num = masked(valid, jax.nn.relu(e), 0.0)
   den = jnp.sum(masked(valid, jnp.abs(e), 0.0), axis=-1, keepdims=True)
   return m_new, corr, num, den
 

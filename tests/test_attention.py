@@ -204,7 +204,8 @@ def test_auto_rule():
   assert pick("softmax") == "chunked"                     # long sequences
   assert pick("softmax", shape=(2, 2, 256, 256)) == "dense"
   assert pick("softmax", shape=(4096, 12, 197, 197)) == "dense"  # big batch
-  assert pick("sparsemax") == "dense"                     # cannot stream
+  assert pick("sparsemax") == "chunked"                   # streams in passes
+  assert pick("sparsemax", shape=(2, 2, 256, 256)) == "dense"
 
 
 def test_chunked_memory_is_a_fraction_of_dense():
@@ -236,8 +237,6 @@ def test_errors_are_clear():
     dot_product_attention(q[0], k, v)
   with pytest.raises(ValueError, match=r"mask shape \(1, 1, 1, 5\) does not broadcast"):
     dot_product_attention(q, k, v, mask=np.ones(5, bool))
-  with pytest.raises(ValueError, match="'sparsemax' cannot be chunked"):
-    dot_product_attention(q, k, v, normalizer="sparsemax", implementation="chunked")
   with pytest.raises(ValueError, match="not linear in the scores"):
     dot_product_attention(q, k, v, normalizer="relu_seqlen", implementation="linear")
   with pytest.raises(ValueError, match="key-only mask"):

@@ -436,7 +436,7 @@ def test_new_learnable_parameter_gradients(name):
 
 
 @pytest.mark.parametrize("spec,match", [
-    ("polynomial(p=2.5)", r"p=2.5 is invalid; it must be a whole number in \[1, 9\]"),
+    ("polynomial(p=2.5)", r"p=2.5 is invalid; it must be an integer in \[1, 9\]"),
     ("polynomial(p=0)", r"p=0 is invalid"),
     ("consmax(denom=0)", r"denom=0 is invalid; it must be in \(0, inf\]"),
     ("consmax(max_exponent=-1)", r"max_exponent=-1 is invalid"),

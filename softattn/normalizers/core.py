@@ -17,12 +17,18 @@ attention stream them over key blocks (see ``softattn.attention``):
    ``ratio``     ``g / (sum g + eps)`` with ``g = t``         plain sums
    ``pointwise`` ``t`` itself                                 plain sums
    ``softpick``  ``relu(e^t - 1) / (sum |e^t - 1| + eps)``    running max (>= 0)
-   ``rowwise``   any function of the whole row (``row_fn``)   not streamable
+   ``rowwise``   any function of the whole row (``row_fn``)   ``stream``, if declared
    ============  ==========================================  =====================
 
    Also ``exp_sink`` (``exp(t) / (exp(sink) + sum exp(t))``, the sink logit in
    the mode's scalar slot ``eps_param``) and ``signed_exp`` (``sign(t)
    exp(|t|) / sum exp(|t|)``), both streamed with a running max.
+
+A ``rowwise`` normalizer may declare a ``stream`` (``softattn.streams``): how
+the chunked path computes it in several passes over key blocks (sparsemax and
+entmax's threshold search, stick-breaking's reverse scan); its ``transform``
+then maps scores to what the stream reads (the identity unless composed, as
+``prenorm``'s standardisation).
 
 Everything the rest of the library knows about a normalizer is in its
 declaration: which parameters a layer learns and how (``learnable``), when it
@@ -165,6 +171,8 @@ class Normalizer:
     defaults: every parameter and its default (``REQUIRED`` if it has none).
     params: parameters bound so far.
     row_fn: for ``rowwise`` normalizers, ``row_fn(s, valid, **params)``.
+    stream: for ``rowwise`` normalizers, a ``softattn.streams.Stream`` that
+      the chunked path runs over key blocks (None: dense only).
     linear_coef: if the weights are ``coef(n, **params) * s`` (linear in the
       scores), the function giving ``coef``; enables the ``linear`` path.
     linear_if: ``linear_if(**params) -> bool`` when the weights are linear
@@ -201,6 +209,7 @@ class Normalizer:
   domains: Mapping[str, domains_lib.Domain] = dataclasses.field(
       default_factory=dict)
   linear_if: Callable[..., bool] | None = None
+  stream: Any = None
   learnable: Mapping[str, Learnable] = dataclasses.field(default_factory=dict)
   formula: str = ""
   source: str = ""
@@ -273,7 +282,7 @@ class Normalizer:
   @property
   def streamable(self) -> bool:
     """Whether attention can stream this normalizer over key blocks."""
-    return self.mode != ROWWISE
+    return self.mode != ROWWISE or self.stream is not None
 
   @property
   def is_linear(self) -> bool:

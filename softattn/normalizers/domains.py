@@ -27,7 +27,7 @@ class Domain:
     lo_open, hi_open: whether ``lo``/``hi`` themselves are excluded.
     choices: when given, the value must be one of these strings instead.
     allow_none: ``None`` is valid (it selects a documented default rule).
-    integer: only whole numbers in the interval are valid.
+    integer: the value must be a whole number (a count).
     note: why, in a few words (shown in the docstring and the error).
   """
   lo: float = -math.inf
@@ -43,9 +43,10 @@ class Domain:
     if self.choices is not None:
       text = "one of " + ", ".join(self.choices)
     else:
-      text = ("a whole number " if self.integer else "") + "in " + (
-          ("(" if self.lo_open else "[") + _num(self.lo) + ", " +
-          _num(self.hi) + (")" if self.hi_open else "]"))
+      text = "in " + (("(" if self.lo_open else "[") + _num(self.lo) + ", " +
+              _num(self.hi) + (")" if self.hi_open else "]"))
+    if self.integer:
+      text = "an integer " + text
     return text + (" or None" if self.allow_none else "")
 
   def contains(self, x: float) -> bool:
@@ -97,6 +98,10 @@ POSITIVE = Domain(lo=0.0, lo_open=True)
 NONNEGATIVE = Domain(lo=0.0, hi_open=True)
 EPS = Domain(lo=0.0, hi_open=True,
              note="a stabiliser added to a variance or a denominator")
+PASSES = Domain(lo=1.0, hi_open=True, integer=True,
+                note="streaming passes over the keys, at most")
+TOLERANCE = Domain(lo=0.0, lo_open=True, hi_open=True,
+                   note="stop once every row's step is below tol * (1 + |tau|)")
 
 
 def describe(domains) -> str:

@@ -138,7 +138,11 @@ def make_prenorm(inner: Normalizer, eps: float = 1e-5) -> Normalizer:
   if inner.mode == "rowwise":
     row_fn = lambda s, valid, **p: inner.row_fn(  # noqa: E731
         jnp.where(valid, normalize(s, row_stats(s, valid, "moments")), 0.0), valid, **p)
-    return dataclasses.replace(inner, row_fn=row_fn, **common)
+    transform = None if inner.transform is None else (
+        lambda s, stats, **p: inner.transform(  # noqa: E731
+            normalize(s, stats), inner_stats(stats), **p))
+    return dataclasses.replace(inner, row_fn=row_fn, transform=transform,
+                               **common)
   transform = lambda s, stats, **p: inner.transform(  # noqa: E731
       normalize(s, stats), inner_stats(stats), **p)
   return dataclasses.replace(inner, transform=transform, **common)

@@ -180,7 +180,9 @@ def streams_as(norm: Normalizer) -> str:
   """How attention streams ``norm`` over key blocks, in words, from its
   declaration: the mode's accumulator, statistics first, the linear path."""
   if norm.mode == "rowwise":
-    return "dense only (needs the whole row)"
+    if norm.stream is None:
+      return "dense only (needs the whole row)"
+    return f"chunked: {norm.stream.passes}; not fused"
   text = ("fixed max (`exp_upper`)" if norm.exp_upper is not None
           else modes_lib.MODES[norm.mode].streams)
   if norm.needs == "moments":

@@ -51,7 +51,8 @@ def unsupported_reason(norm, mask=None, bias=None,
   if norm.mode not in MODES:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
-            f"{norm.mode!r}); use {ALTERNATIVES}")
+            f"{norm.mode!r}, streamed in several passes by "
+            f"implementation='chunked'); use 'chunked' or {ALTERNATIVES}")
   scalar = (params or {}).get(norm.eps_param) if norm.eps_param else None
   if isinstance(scalar, (jax.Array, np.ndarray)):
     return (f"normalizer {norm.name!r}: the fused kernels take "
