@@ -25,13 +25,15 @@ Paths (``implementation=``):
   O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
   bias, not causal).
 * ``"pallas"``: fused TPU kernels (``softattn.pallas``) for every normalizer
-  of mode ``exp``, ``ratio``, ``pointwise`` or ``softpick``: score tiles stay in
-  VMEM, forward and backward. Takes a key mask and ``is_causal`` (no bias, no
+  of mode ``exp``, ``ratio``, ``pointwise`` or ``softpick``, and ``sparsemax``/
+  ``entmax15`` as passes of the pointwise kernel (``pallas/streams.py``):
+  score tiles stay in VMEM, forward and backward. Takes a key mask and ``is_causal`` (no bias, no
   per-query mask); ``chunk_size``/``query_chunk_size`` override its block
   sizes. Off TPU it runs in the Pallas interpreter (slow; for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
-  normalizer and mask and the scores are larger than one 128 x 128 tile
+  normalizer (one-pass modes only) and mask and the scores are larger than
+  one 128 x 128 tile
   (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``); else ``chunked`` when the
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
@@ -239,8 +241,10 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None):
 
 
 def _fused_on_tpu(norm, mask, bias, p=None):
+  # Multi-pass streams (sparsemax, entmax15) fuse too, but their crossover
+  # against dense was never measured: auto leaves them to dense/chunked.
   from softattn import pallas  # noqa: PLC0415
-  return (pallas.target_chip()[1]
+  return (pallas.target_chip()[1] and norm.stream is None
           and pallas.unsupported_reason(norm, mask, bias, p) is None)
 
 

@@ -55,9 +55,13 @@ from softattn.modes import NEG, masked, pv
 
 class Stream(NamedTuple):
   """``run(scan_keys, rows, dv, dtype, p) -> out [*rows, dv]``; ``passes``
-  says how many passes over the keys, in words (docs and README)."""
+  says how many passes over the keys, in words (docs and README);
+  ``alpha``: the entmax alpha of a threshold stream (the fused path runs
+  those as pointwise kernel passes, ``softattn.pallas.streams``), None for
+  the others."""
   run: Callable
   passes: str
+  alpha: float | None = None
 
 
 def _power(x, e: float):
@@ -130,7 +134,8 @@ def threshold(alpha: float) -> Stream:
     raise ValueError(f"threshold stream: alpha={alpha} must be in (1, 2]")
   return Stream(
       run=lambda *a: _threshold_run(alpha, *a),
-      passes="max, Newton passes for τ (≤ `max_passes`), one weighted pass")
+      passes="max, Newton passes for τ (≤ `max_passes`), one weighted pass",
+      alpha=alpha)
 
 
 def _stick_run(scan_keys, rows, dv, dtype, p):

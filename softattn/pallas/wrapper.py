@@ -33,7 +33,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from softattn.modes import MODES
-from softattn.pallas import backward, blocks, forward, tile
+from softattn.pallas import backward, blocks, forward, streams, tile
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
@@ -48,7 +48,7 @@ def unsupported_reason(norm, mask=None, bias=None,
   compiled into the kernels, which have no cotangent for it: an array there
   (a learnable sink) is refused.
   """
-  if norm.mode not in MODES:
+  if norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
             f"{norm.mode!r}, streamed in several passes by "
@@ -190,6 +190,11 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   ``blocks.block_sizes``. ``interpret``: None picks Mosaic when lowering for
   TPU and the Pallas interpreter elsewhere.
   """
+  if norm.mode not in MODES:  # a threshold stream: passes of pointwise kernels
+    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
+        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
+        interpret)
+    return streams.threshold_attention(attend, query, key, value, norm, p)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
