@@ -11,7 +11,9 @@ TrivialAugment, as the paper's sec. 4.1.
 
 Args: ``normalizer`` (``softmax``, ``normsoftmax(gamma=sqrt_d)``,
 ``normsoftmax(gamma=inf)``, ...), ``epochs`` (100), ``depth`` (8),
-``wd`` (0.1; the paper's ablation uses 0), ``runlocal``.
+``wd`` (0.1; the paper's ablation uses 0), ``differential`` (differential
+attention, off), ``output_gate`` (``headwise`` or ``elementwise``; empty:
+none), ``runlocal``.
 Needs CIFAR-10 in TFDS (``data_dir``), which cannot be downloaded offline.
 """
 
@@ -22,7 +24,8 @@ from softattn import configlib
 
 def get_config(arg=None):
   a = configlib.parse_arg(arg, normalizer="softmax", epochs=100, depth=8,
-                          wd=0.1, runlocal=False)
+                          wd=0.1, differential=False, output_gate="",
+                          runlocal=False)
   c = configlib.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None  # from num_epochs: 500 steps/epoch
@@ -45,6 +48,8 @@ def get_config(arg=None):
   c.model.num_heads = 8
   c.model.pool = "tok"
   c.model.normalizer = a.normalizer
+  c.model.differential = a.differential
+  c.model.output_gate = a.output_gate or None
 
   c.optimizer.name = "adamw"
   c.optimizer.weight_decay = a.wd

@@ -194,13 +194,13 @@ def dot_product_attention(
     raise ValueError("return_weights=True needs implementation='dense' (the "
                      "other paths never materialise the weights)")
   if impl == "auto":
-    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights)
+    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p)
   if impl == "linear":
     _check_linear(norm, mask, bias, is_causal)
     out = _linear(query, key, value, norm, p, mask, scale)
   elif impl == "pallas":
     from softattn import pallas  # noqa: PLC0415
-    reason = pallas.unsupported_reason(norm, mask, bias)
+    reason = pallas.unsupported_reason(norm, mask, bias, p)
     if reason:
       raise ValueError(reason)
     out = pallas.pallas_attention(query, key, value, norm, p, mask, scale,
@@ -226,26 +226,26 @@ def _key_only(mask):
   return mask is None or mask.shape[2] == 1
 
 
-def _auto(norm, shape, d, mask, bias, is_causal, return_weights):
+def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None):
   b, h, lq, lk = shape
   if return_weights:
     return "dense"
   if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
       and lq * lk > (lq + lk) * d):
     return "linear"
-  if lq * lk > AUTO_PALLAS_MIN_SCORES and _fused_on_tpu(norm, mask, bias):
+  if lq * lk > AUTO_PALLAS_MIN_SCORES and _fused_on_tpu(norm, mask, bias, p):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
   return "dense"
 
 
-def _fused_on_tpu(norm, mask, bias):
+def _fused_on_tpu(norm, mask, bias, p=None):
   # Multi-pass streams (sparsemax, entmax15) fuse too, but their crossover
   # against dense was never measured: auto leaves them to dense/chunked.
   from softattn import pallas  # noqa: PLC0415
   return (pallas.target_chip()[1] and norm.stream is None
-          and pallas.unsupported_reason(norm, mask, bias) is None)
+          and pallas.unsupported_reason(norm, mask, bias, p) is None)
 
 
 def _check_linear(norm, mask, bias, is_causal):

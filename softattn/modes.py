@@ -38,6 +38,9 @@ ratio         ``o = sum g v / Z``, ``Z = sum g + eps``   ``(dp - di) / Z``
 exp           online softmax, ``L = m + log l``          ``w (dp - di)``
 softpick      ``e = e^(t-m) - e^-m``, ``o = sum relu(e)  ``(1[e>0] dp - sign(e)
               v / D``, ``D = sum |e| + eps e^-m``         di) e^(t-m) / D``
+exp_sink      as exp, ``l + e^(sink - m)`` at the end     ``w (dp - di)``
+signed_exp    ``p = e^(|t|-m)``, ``o = sum sign(t) p v``  ``p (dp - sign(t) di)``
+              ``/ sum p``
 ============  ========================================  =======================
 
 ``di = do . o = sum_j w_ij dp_ij`` is the row term every normalised mode needs
@@ -268,6 +271,37 @@ def _softpick_grad(t, valid, dp, m, den, di):
   return w, masked(valid, de * et, 0.0)
 
 
+# -- exp_sink: softmax with a sink logit in the denominator only ---------------
+# exp(t_i) / (exp(sink) + sum exp(t_j)). The keys stream exactly as ``exp``;
+# the sink joins at ``finish`` (its scalar slot, ``Normalizer.eps``, holds the
+# sink logit) as exp(sink - m) relative to the running max. The exponent is
+# capped at _SINK_CAP: only rows the sink outweighs by more than e^80 are
+# affected (their weights, all < 2e-35, are off by less than that), and a row
+# with no valid key (m = NEG) keeps a finite denominator and gradient.
+_SINK_CAP = 80.0
+
+
+def _sink_finish(m, l, sink):
+  den = l + jnp.exp(jnp.minimum(sink - m, _SINK_CAP))
+  lse = m + jnp.log(den)
+  return den, lse, lse
+
+
+# -- signed_exp: sign(t) exp(|t|) / sum exp(|t|) (Cog attention) ---------------
+def _signed_exp_block(m, t, valid, fixed):
+  # exp's block on |t|, the sign put back on the numerator only.
+  m_new, corr, p, l_add = _exp_block(m, jnp.abs(t), valid, fixed)
+  return m_new, corr, jnp.sign(t) * p, l_add
+
+
+def _signed_exp_grad(t, valid, dp, lse, _, di):
+  # w_j = sign(t_j) p_j with p = softmax(|t|): dt_k = p_k (dp_k - sign(t_k) di)
+  # (sign(t)^2 = 1 away from t = 0, where sign has no derivative).
+  p = masked(valid, jnp.exp(masked(valid, jnp.abs(t), lse) - lse), 0.0)
+  sign = jnp.sign(t)
+  return sign * p, masked(valid, p * (dp - sign * di), 0.0)
+
+
 MODES = {
     "pointwise": Mode(NEG, _pointwise_block, _pointwise_finish,
                       _pointwise_grad, streams="plain sums"),
@@ -278,4 +312,8 @@ MODES = {
     # The reference point starts at 0: softpick's is max(row max, 0).
     "softpick": Mode(0.0, _softpick_block, _softpick_finish, _softpick_grad,
                      streams="running max ≥ 0"),
+    "exp_sink": Mode(NEG, _exp_block, _sink_finish, _exp_grad,
+                     streams="running max, sink added at the end"),
+    "signed_exp": Mode(NEG, _signed_exp_block, _exp_finish, _signed_exp_grad,
+                       streams="running max of |s|"),
 }

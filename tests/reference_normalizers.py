@@ -67,6 +67,28 @@ def _std(x, eps):
   return math.sqrt(x.var() + eps)
 
 
+def _sink(x, sink):
+  # exp(x_i) / (exp(sink) + sum exp(x_j)), via one log-sum-exp over the row
+  # with the sink appended.
+  return np.exp(x - np.logaddexp.reduce(np.append(x, sink)))
+
+
+def _stablemax(x):
+  g = np.array([v + 1 if v >= 0 else 1 / (1 - v) for v in x])
+  return g / g.sum()
+
+
+def _lssa(x, power):
+  g = np.logaddexp(0.0, math.log(len(x)) * x) ** power  # softplus, no overflow
+  return g / g.sum()
+
+
+def _laplace(x, mu=math.sqrt(0.5), sigma=math.sqrt(1 / (4 * math.pi)),
+             alpha=1.0):
+  z = (x / len(x) ** alpha - mu) / (sigma * math.sqrt(2))
+  return 0.5 * (1 + np.vectorize(math.erf)(z))
+
+
 REFS = {
     "softmax": lambda x: _softmax(x),
     "normsoftmax": lambda x, gamma=math.inf, tau=1.0, eps=1e-6: _softmax(
@@ -99,6 +121,16 @@ REFS = {
     "sparsemax": sparsemax,
     "entmax15": entmax15,
     "nap": lambda x, g=1.0, b=0.0, eps=1e-6: (x - x.mean()) / _std(x, eps) * g + b,
+    "softmax_1": lambda x: _sink(x, 0.0),
+    "softmax_sink": _sink,
+    "cog": lambda x: np.sign(x) * _softmax(np.abs(x)),
+    "stablemax": lambda x, eps=0.0: _stablemax(x),
+    "consmax": lambda x, beta, denom, max_exponent=80.0: np.exp(
+        np.minimum(x - beta, max_exponent)) / denom,
+    "lssa": lambda x, power=1.0, eps=0.0: _lssa(x, power),
+    "lssar": lambda x, power, eps=0.0: _lssa(x, power),
+    "laplace": _laplace,
+    "polynomial": lambda x, p=3: x ** p / math.sqrt(len(x)),
 }
 
 

@@ -76,3 +76,18 @@ def test_i21k_config_reports_i1k_accuracy_through_the_class_table(tmp_path):
       num_examples=8))
   assert 0.0 <= final["eval_i1k_accuracy"] <= 1.0
   assert np.isfinite(final["eval_loss"])
+
+
+def test_attention_variants_flow_from_the_config_arguments():
+  cfg = train_runner.load_config(
+      "configs/cifar10_vit.py:differential,output_gate=headwise,depth=2,"
+      "normalizer=stablemax")
+  model = models.build_model(cfg.model_name, **dict(cfg.model, num_classes=10))
+  shapes = jax.eval_shape(model.init, jax.random.key(0),
+                          jax.numpy.zeros((1, 32, 32, 3)))["params"]
+  layer = shapes["Transformer"]["encoderblock_1"][
+      "MultiHeadDotProductAttention_0"]
+  assert layer["output_gate"]["kernel"].shape == (256, 8, 1)
+  assert layer["lambda_q1"].shape == (16,)  # 8 heads of 32: halves of 16
+  plain = train_runner.load_config("configs/cifar10_vit.py")
+  assert plain.model.differential is False and plain.model.output_gate is None

@@ -163,3 +163,38 @@ def test_unrolled_remat_is_the_plain_model_with_recompute():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   jaxpr = str(jax.make_jaxpr(jax.grad(loss(remat)))(v["params"]))
   assert jaxpr.count("checkpoint") + jaxpr.count("remat") >= 2
+
+
+def test_differential_attention_and_output_gate_from_the_model_config():
+  """Off by default; on, each block gets its depth's lambda_init (Ye et al.)
+  and its own lambda vectors, and the MAP head counts as layer ``depth``."""
+  kw = dict(variant="mu/4", num_classes=10, depth=2, head_zeroinit=False)
+  base = n_params(build_model("vit", **kw), X.shape)
+  m = build_model("vit", differential=True, output_gate="headwise",
+                  pool="map", **kw)
+  v = jax.jit(m.init)(jax.random.key(0), X)
+  blocks = [v["params"]["Transformer"][f"encoderblock_{i}"][
+      "MultiHeadDotProductAttention_0"] for i in range(2)]
+  for b in blocks:
+    assert {"lambda_q1", "diff_norm", "output_gate"} <= set(b)
+  mods = {}
+  m.apply(v, X, method=lambda mdl, x: mdl(x),
+          capture_intermediates=lambda mdl, _: (
+              mods.setdefault(mdl.name, []).append(
+                  getattr(mdl, "layer_index", None)) and False))
+  layer_idx = sorted(set(mods["MultiHeadDotProductAttention_0"]))
+  assert layer_idx == [0, 1, 2]  # two blocks + the MAP head
+  base_map = n_params(build_model("vit", pool="map", **kw), X.shape)
+  head_dim = 32 // 2  # mu: width 32, 2 heads
+  extra = 4 * head_dim // 2 + head_dim + 32 * 2 + 2  # lambdas, norm, gate
+  assert n_params(m, X.shape) == base_map + 3 * extra
+  assert base != base_map
+  y = jax.jit(m.apply)(v, X)
+  assert y.shape == (2, 10) and bool(jnp.all(jnp.isfinite(y)))
+  with pytest.raises(ValueError, match="set diff_lambda_init"):
+    jax.eval_shape(build_model("vit", differential=True, scan=True, **kw).init,
+                   jax.random.key(0), X)
+  scanned = build_model("vit", differential=True, scan=True,
+                        diff_lambda_init=0.8, **kw)
+  assert n_params(scanned, X.shape) == base + 2 * (
+      4 * head_dim // 2 + head_dim)

@@ -134,3 +134,106 @@ def test_diagnostic_values_on_known_scores():
   lin = norms.get("relu_seqlen(act=identity)")
   d = attention_diagnostics(s, lin(s, mask=mask), lin, {}, mask)
   assert float(d["grad_saturation"]) == 0.0
+
+
+# --- differential attention and Qwen's output gate (issue 29) -------------------
+def test_defaults_add_no_parameters():
+  p = MultiHeadAttention(num_heads=4).init(jax.random.key(0), X)["params"]
+  assert set(p) == {"query", "key", "value", "out"}
+
+
+def test_headwise_output_gate_halves_the_output_at_zero_init():
+  """sigmoid(0) = 1/2 on every head: with zero gate weights and a zero out
+  bias the gated layer's output is exactly half the plain one's."""
+  plain = MultiHeadAttention(num_heads=2)
+  gated = MultiHeadAttention(num_heads=2, output_gate="headwise")
+  v = gated.init(jax.random.key(0), X)["params"]
+  assert v["output_gate"]["kernel"].shape == (16, 2, 1)
+  v = {**v, "output_gate": jax.tree.map(jnp.zeros_like, v["output_gate"])}
+  base = {k: v[k] for k in ("query", "key", "value", "out")}
+  np.testing.assert_allclose(gated.apply({"params": v}, X),
+                             0.5 * plain.apply({"params": base}, X),
+                             rtol=1e-6, atol=1e-7)
+  g = jax.grad(lambda p: jnp.sum(gated.apply({"params": p}, X) ** 2))(v)
+  assert float(jnp.abs(g["output_gate"]["kernel"]).max()) > 0
+  e = MultiHeadAttention(num_heads=2, output_gate="elementwise").init(
+      jax.random.key(0), X)["params"]
+  assert e["output_gate"]["kernel"].shape == (16, 2, 8)
+  with pytest.raises(ValueError, match="unknown output_gate 'rowwise'"):
+    MultiHeadAttention(num_heads=2, output_gate="rowwise").init(
+        jax.random.key(0), X)
+
+
+def _np_softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def test_differential_attention_by_hand():
+  """One head of width 2 (halves of width 1), identity projections."""
+  x = jnp.asarray([[[1.0, 2.0], [-1.0, 0.5], [0.25, -2.0]]])      # [1, 3, 2]
+  m = MultiHeadAttention(num_heads=1, differential=True, layer_index=2,
+                         use_bias=False)
+  p = m.init(jax.random.key(0), x)["params"]
+  eye = jnp.eye(2).reshape(2, 1, 2)
+  p = {**p, "query": {"kernel": eye}, "key": {"kernel": eye},
+       "value": {"kernel": eye}, "out": {"kernel": jnp.eye(2).reshape(1, 2, 2)},
+       "lambda_q1": jnp.asarray([0.3]), "lambda_k1": jnp.asarray([0.5]),
+       "lambda_q2": jnp.asarray([-0.2]), "lambda_k2": jnp.asarray([0.4])}
+  got = np.asarray(m.apply({"params": p}, x))[0]
+  xs = np.asarray(x, np.float64)[0]
+  a1 = _np_softmax(np.outer(xs[:, 0], xs[:, 0]))        # scale 1/sqrt(1)
+  a2 = _np_softmax(np.outer(xs[:, 1], xs[:, 1]))
+  lam_init = 0.8 - 0.6 * np.exp(-0.3 * 2)
+  lam = np.exp(0.3 * 0.5) - np.exp(-0.2 * 0.4) + lam_init
+  o = (a1 - lam * a2) @ xs
+  o = o / np.sqrt(np.mean(o * o, -1, keepdims=True) + 1e-5)
+  np.testing.assert_allclose(got, (1 - lam_init) * o, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("spec", ["softmax", "relu_seqlen", "stablemax",
+                                  "softmax_sink"])
+def test_differential_attention_any_normalizer_and_gradients(spec):
+  m = MultiHeadAttention(num_heads=2, normalizer=spec, differential=True)
+  v = m.init(jax.random.key(0), X)
+  p = v["params"]
+  assert p["lambda_q1"].shape == (4,) and p["diff_norm"]["scale"].shape == (8,)
+  y = m.apply(v, X)
+  assert y.shape == X.shape and np.all(np.isfinite(y))
+  g = jax.grad(lambda p: jnp.sum(m.apply({"params": p}, X) ** 2))(p)
+  for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+    assert float(jnp.abs(g[name]).max()) > 0, name
+  # The chunked path gives the same layer output.
+  c = MultiHeadAttention(num_heads=2, normalizer=spec, differential=True,
+                         implementation="chunked", chunk_size=4)
+  if norms.get(spec).streamable:
+    np.testing.assert_allclose(c.apply(v, X), y, rtol=1e-4, atol=1e-5)
+
+
+def test_differential_needs_an_even_head_dim_and_fixed_lambda_init():
+  with pytest.raises(ValueError, match="head_dim=3 must be even"):
+    MultiHeadAttention(num_heads=2, qkv_features=6, differential=True).init(
+        jax.random.key(0), X)
+  from softattn.nn.attention import diff_lambda_init  # noqa: PLC0415
+  np.testing.assert_allclose(diff_lambda_init(0), 0.2)       # 0.8 - 0.6
+  np.testing.assert_allclose(diff_lambda_init(1), 0.8 - 0.6 * np.exp(-0.3))
+  # A fixed lambda_init overrides the depth rule.
+  fixed = [MultiHeadAttention(num_heads=2, differential=True, layer_index=i,
+                              diff_lambda_init=0.5) for i in (0, 7)]
+  v = fixed[0].init(jax.random.key(0), X)
+  np.testing.assert_allclose(fixed[0].apply(v, X), fixed[1].apply(v, X))
+  by_depth = MultiHeadAttention(num_heads=2, differential=True, layer_index=7)
+  assert float(jnp.abs(by_depth.apply(v, X) - fixed[0].apply(v, X)).max()) > 1e-3
+
+
+def test_new_learnable_normalizer_parameters():
+  p = MultiHeadAttention(num_heads=2, normalizer="softmax_sink").init(
+      jax.random.key(0), X)["params"]
+  np.testing.assert_allclose(p["norm_sink"], np.zeros((2, 1, 1)))
+  p = MultiHeadAttention(num_heads=2, normalizer="consmax").init(
+      jax.random.key(0), X)["params"]
+  np.testing.assert_allclose(p["norm_beta"], np.full((2, 1, 1), 2.5))
+  np.testing.assert_allclose(p["norm_denom"], np.full((2, 1, 1), 100.0))
+  with pytest.raises(ValueError, match="lssar.*'power'.*cannot learn"):
+    MultiHeadAttention(num_heads=2, normalizer="lssar").init(
+        jax.random.key(0), X)

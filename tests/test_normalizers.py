@@ -14,7 +14,9 @@ from tests import reference_normalizers as R
 
 # Every registered name; prenorm is tested through the inner normalizers below.
 ALL = [n for n in N.names() if n != "prenorm"]
-LEARNABLE = {"normsoftmax_learnable": {"w": 1.7}, "ssmax": {"s_scale": 0.6}}
+LEARNABLE = {"normsoftmax_learnable": {"w": 1.7}, "ssmax": {"s_scale": 0.6},
+             "softmax_sink": {"sink": 0.3}, "consmax": {"beta": 0.5, "denom": 3.0},
+             "lssar": {"power": 3.0}}
 # Extra parameter settings, so non-default branches are covered too.
 VARIANTS = [
     ("normsoftmax", {"gamma": 0.5, "tau": 2.0}),
@@ -24,6 +26,14 @@ VARIANTS = [
     ("sin_max_constant", {"freq": 10.0}),
     ("sin_softmax", {"freq": 2.0, "post_scale": 0.125}),
     ("nap", {"g": 0.5, "b": 0.1}),
+    ("softmax_sink", {"sink": -3.0}),
+    ("softmax_sink", {"sink": 40.0}),      # the sink dominates every row
+    ("consmax", {"beta": -1.0, "denom": 0.5, "max_exponent": 1.5}),  # capped
+    ("lssa", {"power": 2.0}),
+    ("lssar", {"power": 1.5}),
+    ("laplace", {"alpha": 0.5, "mu": 0.2, "sigma": 1.5}),
+    ("polynomial", {"p": 1}),
+    ("polynomial", {"p": 2}),
 ] + [("relu_seqlen", {"alpha": a, "act": act})
      for a, act in [(0.0, "relu"), (0.5, "gelu"), (1.0, "relu2"),
                     (0.25, "softplus"), (0.75, "identity"), (1.0, "relu6"),
@@ -329,3 +339,119 @@ def test_gelu_is_the_tanh_approximation_and_gelu_exact_the_erf_form():
                                atol=1e-6)
   gap = np.abs(R.ACTS["gelu"](x) - R.ACTS["gelu_exact"](x)).max()
   assert 1e-4 < gap < 1e-2  # close, but really two different functions
+
+
+# --- the 2023-2025 normalizers (issue 29 item 3) ---------------------------------
+NEW = ["softmax_1", "softmax_sink", "cog", "stablemax", "consmax", "lssa",
+       "lssar", "laplace", "polynomial"]
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_new_normalizers_match_reference_at_large_logits(name):
+  # Scores of order 1e3 (exp overflows float64 beyond ~709): every stabiliser
+  # (row max, sink, consmax's cap, softplus) must keep the exact weights.
+  _check_ref(name, R.REFS[name], _params(name), 1e3)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_new_normalizers_jit_vmap_grad(name):
+  s, mask = _data(12)
+  f = N.get(name)
+  params = _params(name)
+  want = f(jnp.asarray(s), mask=mask, **params)
+  np.testing.assert_allclose(
+      jax.jit(lambda x, m: f(x, mask=m, **params))(s, mask), want, rtol=1e-12)
+  np.testing.assert_allclose(
+      jax.vmap(lambda x, m: f(x, mask=m, **params))(jnp.asarray(s), mask),
+      want, rtol=1e-12)
+  g = jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(f(x, mask=mask, **params)))))(
+      jnp.asarray(s))
+  assert np.all(np.isfinite(g))
+  assert np.all(np.asarray(g)[~mask] == 0.0)  # masked scores get no gradient
+
+
+def test_sinks_leave_mass_on_the_sink():
+  s, mask = _data(13)
+  has_key = mask.any(-1)
+  w1 = np.asarray(N.softmax_1(jnp.asarray(s), mask=mask))
+  np.testing.assert_allclose(
+      w1, N.softmax_sink(jnp.asarray(s), mask=mask, sink=0.0), rtol=1e-12)
+  # sum w = 1 - exp(sink) / (exp(sink) + sum exp(s)) = sigmoid(lse(s) - sink)
+  for sink in (-2.0, 0.0, 3.0):
+    w = np.asarray(N.softmax_sink(jnp.asarray(s), mask=mask, sink=sink))
+    lse = np.log(np.sum(np.where(mask, np.exp(s), 0.0), -1)[has_key])
+    np.testing.assert_allclose(w.sum(-1)[has_key], 1 / (1 + np.exp(sink - lse)),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(w.sum(-1)[~has_key], 0.0)
+  # A very negative sink is plain softmax.
+  np.testing.assert_allclose(
+      N.softmax_sink(jnp.asarray(s), mask=mask, sink=-200.0),
+      N.softmax(jnp.asarray(s), mask=mask), atol=1e-12)
+
+
+def test_sink_per_head_matches_reference_per_head():
+  s, mask = _data(14)                                   # [3, 4, 9]: 3 "heads"
+  sinks = np.array([-1.0, 0.5, 2.0]).reshape(3, 1, 1)
+  w = np.asarray(N.softmax_sink(jnp.asarray(s), mask=mask, sink=sinks))
+  for h in range(3):
+    np.testing.assert_allclose(
+        w[h], R.apply(R.REFS["softmax_sink"], s[h], mask[h],
+                      sink=float(sinks[h, 0, 0])), rtol=1e-12, atol=1e-15)
+
+
+def test_cog_weights_keep_the_sign_and_unit_l1_mass():
+  s, mask = _data(15)
+  w = np.asarray(N.cog(jnp.asarray(s), mask=mask))
+  np.testing.assert_array_equal(np.sign(w)[mask], np.sign(s)[mask])
+  has_key = mask.any(-1)
+  np.testing.assert_allclose(np.abs(w).sum(-1)[has_key], 1.0, rtol=1e-12)
+
+
+def test_consmax_is_one_constant_times_exp():
+  """At inference beta and gamma merge: w = C exp(s), C = exp(-beta)/gamma."""
+  s, mask = _data(16)
+  w = N.consmax(jnp.asarray(s), mask=mask, beta=1.25, denom=7.0)
+  np.testing.assert_allclose(w, np.where(mask, np.exp(-1.25) / 7.0 * np.exp(s),
+                                         0.0), rtol=1e-12)
+
+
+def test_stablemax_and_laplace_shapes():
+  x = jnp.asarray([-3.0, -1.0, 0.0, 1.0, 3.0])
+  # StableMax's g: 1/(1-x) below 0, x+1 above, g(0) = 1, ratio preserved.
+  g = np.array([0.25, 0.5, 1.0, 2.0, 4.0])
+  np.testing.assert_allclose(N.stablemax(x), g / g.sum(), rtol=1e-12)
+  # Mega's Laplace: the Gaussian CDF at mu is 1/2; x = s / n with n = 5 keys.
+  w = N.laplace(jnp.asarray([5 * math.sqrt(0.5)] * 5))
+  np.testing.assert_allclose(w, 0.5, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["softmax_sink", "consmax", "lssar"])
+def test_new_learnable_parameter_gradients(name):
+  s, mask = _data(17)
+  keys = sorted(LEARNABLE[name])
+  f = lambda *vals: N.get(name)(jnp.asarray(s), mask=mask,  # noqa: E731
+                                **dict(zip(keys, vals)))
+  check_grads(f, tuple(jnp.asarray(LEARNABLE[name][k]) for k in keys),
+              order=1, modes=("rev",))
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("polynomial(p=2.5)", r"p=2.5 is invalid; it must be an integer in \[1, 9\]"),
+    ("polynomial(p=0)", r"p=0 is invalid"),
+    ("consmax(denom=0)", r"denom=0 is invalid; it must be in \(0, inf\]"),
+    ("consmax(max_exponent=-1)", r"max_exponent=-1 is invalid"),
+    ("lssar(power=0.5)", r"power=0.5 is invalid; it must be in \[1, 16\]"),
+    ("lssa(power=0)", r"power=0 is invalid"),
+    ("laplace(sigma=-1)", r"sigma=-1 is invalid"),
+    ("laplace(alpha=2)", r"alpha=2 is invalid"),
+    ("softmax_sink(sink=nan)", r"sink=nan is invalid"),
+    ("stablemax(eps=-1)", r"eps=-1 is invalid"),
+])
+def test_new_parameters_outside_their_domain_are_rejected(spec, match):
+  with pytest.raises(ValueError, match=match):
+    N.get(spec)
+
+
+def test_lssar_needs_its_power():
+  with pytest.raises(ValueError, match=r"needs parameter\(s\) \['power'\]"):
+    N.lssar(jnp.ones((2, 3)))

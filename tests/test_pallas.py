@@ -38,11 +38,15 @@ PARAMS = {
     "ssmax": {"s_scale": np.array([0.4, 0.7], np.float32).reshape(H, 1, 1)},
     "nap": {"g": np.array([1.0, 0.5], np.float32).reshape(H, 1, 1),
             "b": np.array([0.1, -0.2], np.float32).reshape(H, 1, 1)},
+    "consmax": {"beta": np.array([0.5, -0.5], np.float32).reshape(H, 1, 1),
+                "denom": np.array([3.0, 8.0], np.float32).reshape(H, 1, 1)},
+    "lssar": {"power": np.float32(3.0) * np.ones((), np.float32)},
 }
-FUSED = [n for n in N.names() if n != "prenorm"
+# softmax_sink's sink is compiled into the kernels (a number, not an array).
+FUSED = [n for n in N.names() if n not in ("prenorm", "softmax_sink")
          and pallas.unsupported_reason(N.get(n)) is None] + [
     "prenorm(sin2_max_shifted)", "relu_seqlen(act=gelu, alpha=0.5)",
-    "prenorm(entmax15)"]
+    "prenorm(entmax15)", "softmax_sink(sink=0.7)"]
 # bf16 is tested on every fused normalizer, as f32 is (~3 s each: the f32
 # dense reference is shared).
 BF16 = FUSED
@@ -287,3 +291,14 @@ def test_kernels_read_the_callers_layout_without_copies():
   moved = re.findall(r":\w+\[(\d+,\d+,\d+,\d+)\] = (transpose|pad)\[", jaxpr)
   assert not moved, moved
   assert "pallas_call" in jaxpr
+
+
+def test_learnable_sink_is_refused_by_the_fused_kernels():
+  q, k, v, _ = _inputs(24, 40)
+  sink = jnp.zeros((H, 1, 1))
+  with pytest.raises(ValueError, match="take 'sink' as a number, not an array"):
+    dot_product_attention(q, k, v, normalizer="softmax_sink",
+                          normalizer_params={"sink": sink},
+                          implementation="pallas")
+  assert pallas.unsupported_reason(N.get("softmax_sink"), None, None,
+                                   {"sink": 0.5}) is None

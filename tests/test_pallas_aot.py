@@ -39,7 +39,13 @@ EXTRA = {
             dict(length=196, d=64, key_mask=True),
             dict(length=2000, d=64, causal=True, normalizer="sigmoid")],
     "v4": [dict(normalizer="nap", d=256, key_mask=True),        # moments, D=256
-           dict(length=196, d=64, key_mask=True)],
+           dict(length=196, d=64, key_mask=True),
+           # Mega's Laplace function: erf inside the kernel (Triton lacks it;
+           # Mosaic TPU lowers it). L=1024: the op, not the size, is tested.
+           dict(length=1024, normalizer="laplace", key_mask=True),
+           # The exp_sink and signed_exp modes (their own kernel code).
+           dict(length=1024, normalizer="softmax_1", key_mask=True),
+           dict(length=1024, normalizer="cog", causal=True)],
 }
 
 

@@ -157,6 +157,13 @@ class Encoder(nn.Module):
     if (self.scan or self.remat) and policy is None:
       raise ValueError(f"unknown remat_policy {self.remat_policy!r}; use a "
                        f"name from jax.checkpoint_policies")
+    attention = dict(self.attention or {})
+    differential = attention.get("differential", False)
+    if self.scan and differential and attention.get("diff_lambda_init") is None:
+      raise ValueError(
+          "differential attention's lambda_init depends on the layer, which "
+          "scan=True shares across layers; set diff_lambda_init (e.g. 0.8) "
+          "or scan=False")
     if self.scan:
       # Inside scan, CSE cannot merge the recompute away: no barrier needed.
       block = nn.remat(Encoder1DBlock, prevent_cse=False, policy=policy,
@@ -174,6 +181,8 @@ class Encoder(nn.Module):
       block = (nn.remat(Encoder1DBlock, policy=policy, static_argnums=(2,))
                if self.remat else Encoder1DBlock)
       for i in range(self.depth):
+        if differential:  # lambda_init follows the depth (Ye et al. 2024)
+          kw["attention"] = {**attention, "layer_index": i}
         x, _ = block(name=f"encoderblock_{i}", **kw)(x, deterministic)
     return nn.LayerNorm(name="encoder_norm")(x)
 
@@ -219,9 +228,11 @@ class ViT(nn.Module):
     dropout: dropout rate after the posemb and inside every block.
     head_zeroinit: zero-init the head kernel (big_vision default).
     head_bias_init: head bias init (-10 for i21k sigmoid-CE, ReLU paper).
-    normalizer, qk_layernorm, gated, implementation, chunk_size,
-    learnable_init, attention_scale: ``MultiHeadAttention`` settings used by
-      every attention layer (MAP head included).
+    normalizer, qk_layernorm, gated, output_gate, differential,
+    diff_lambda_init, implementation, chunk_size, learnable_init,
+    attention_scale: ``MultiHeadAttention`` settings used by every attention
+      layer (MAP head included; it counts as layer ``depth`` for the
+      differential ``lambda_init``).
     scan: ``nn.scan`` over layers with ``nn.remat`` (``remat_policy``).
     remat: ``nn.remat`` per layer (``remat_policy``), layers unrolled:
       activation memory of one block's inputs per layer, ~1/3 more FLOPs.
@@ -245,6 +256,9 @@ class ViT(nn.Module):
   normalizer: str = "softmax"
   qk_layernorm: bool = False
   gated: bool = False
+  output_gate: Optional[str] = None
+  differential: bool = False
+  diff_lambda_init: Optional[float] = None
   implementation: str = "auto"
   chunk_size: Optional[int] = None
   learnable_init: Optional[dict] = None
@@ -285,7 +299,9 @@ class ViT(nn.Module):
                      gated=self.gated, implementation=self.implementation,
                      chunk_size=self.chunk_size,
                      learnable_init=self.learnable_init,
-                     scale=self.attention_scale)
+                     scale=self.attention_scale, output_gate=self.output_gate,
+                     differential=self.differential,
+                     diff_lambda_init=self.diff_lambda_init)
     ph, pw = a["patch_size"]
     if images.shape[1] % ph or images.shape[2] % pw:
       raise ValueError(f"image size {images.shape[1:3]} is not a multiple of "
@@ -323,8 +339,10 @@ class ViT(nn.Module):
                     x, deterministic=not train)
 
     if self.pool == "map":
+      head_attention = ({**attention, "layer_index": a["depth"]}
+                        if self.differential else attention)
       x = MAPHead(num_heads=a["num_heads"], mlp_dim=a["mlp_dim"],
-                  attention=attention, dtype_mm=dtype_mm)(x)
+                  attention=head_attention, dtype_mm=dtype_mm)(x)
     elif self.pool == "gap":
       x = jnp.mean(x, axis=1)
     else:

@@ -21,6 +21,14 @@ from softattn.nn.diagnostics import sow_diagnostics
 
 GATE_ACTIVATIONS = {"silu": nn.silu, "gelu": nn.gelu, "sigmoid": nn.sigmoid,
                     "relu": nn.relu, "identity": lambda x: x}
+OUTPUT_GATES = ("headwise", "elementwise")
+
+
+def diff_lambda_init(layer_index: int) -> float:
+  """``lambda_init = 0.8 - 0.6 exp(-0.3 (l - 1))`` for layer ``l = layer_index
+  + 1`` (Ye et al. 2024, arXiv 2410.05258; the authors' code calls it with
+  the 0-based depth)."""
+  return 0.8 - 0.6 * math.exp(-0.3 * layer_index)
 
 
 def learnable_names(normalizer: Normalizer) -> list[str]:
@@ -117,6 +125,25 @@ class MultiHeadAttention(nn.Module):
       multiplied elementwise into the attention output before ``out``. The
       activation (``gate_activation``, default ``silu`` as Hua et al.) is
       *inferred*: Wortsman et al. do not state it.
+    output_gate: Qwen's gated attention (Qiu et al. 2025, arXiv 2505.06708):
+      ``Y' = Y (.) sigmoid(x W_theta)`` on each head's attention output,
+      before ``out``, with ``x`` the layer's query input. ``"headwise"``: one
+      scalar gate per head and token (``output_gate`` kernel ``[D, H, 1]``);
+      ``"elementwise"``: one per output channel (``[D, H, head_dim]``).
+      Bias as ``use_bias``. ``None`` (default): no gate.
+    differential: differential attention (Ye et al. 2024, arXiv 2410.05258;
+      equation numbers not re-checked), on any normalizer ``N``: each head's q and k are split into
+      halves ``q1, q2`` and ``k1, k2`` (head_dim must be even), and
+      ``head = (1 - lambda_init) RMSNorm((N(q1 k1^T s) - lambda N(q2 k2^T s))
+      V)`` with ``s = 1/sqrt(head_dim/2)`` and the scalar
+      ``lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init`` per layer
+      (``lambda_q1`` ... ``lambda_k2`` ``[head_dim/2]``, init N(0, 0.1^2);
+      RMSNorm eps 1e-5 with a learnable scale ``diff_norm`` shared by the
+      heads; as the authors' code). Same projections as the plain layer, so
+      ``num_heads`` here is the paper's ``h`` with ``d = head_dim / 2``.
+    layer_index: 0-based depth of this layer, for ``lambda_init``.
+    diff_lambda_init: a fixed ``lambda_init``; ``None`` (default): the
+      paper's ``diff_lambda_init(layer_index)``.
     implementation: passed to ``dot_product_attention``
       (``auto | dense | chunked | linear | pallas``).
     chunk_size: key/query block size of the chunked path.
@@ -141,6 +168,10 @@ class MultiHeadAttention(nn.Module):
   qk_layernorm: bool = False
   gated: bool = False
   gate_activation: str = "silu"
+  output_gate: Optional[str] = None
+  differential: bool = False
+  layer_index: int = 0
+  diff_lambda_init: Optional[float] = None
   implementation: str = "auto"
   chunk_size: Optional[int] = None
   scale: Optional[float] = None
@@ -179,12 +210,27 @@ class MultiHeadAttention(nn.Module):
       k = nn.LayerNorm(use_bias=False, dtype=self.dtype,
                        param_dtype=self.param_dtype, name="key_ln")(k)
     p = normalizer_params(self, norm, self.num_heads, self.learnable_init)
-    x = dot_product_attention(
+    attend = lambda q, k: dot_product_attention(  # noqa: E731
         q, k, v, normalizer=norm, normalizer_params=p, mask=mask,
         scale=self.scale, implementation=self.implementation,
         chunk_size=self.chunk_size)
-    if wants_observation(self):
+    if self.differential:
+      x, q, k = self._differential(attend, q, k, head_dim)
+    else:
+      x = attend(q, k)
+    if wants_observation(self):  # differential: the first map's weights
       observe(self, q, k, norm, p, self.scale, mask)
+    if self.output_gate is not None:
+      if self.output_gate not in OUTPUT_GATES:
+        raise ValueError(f"unknown output_gate {self.output_gate!r}; valid: "
+                         f"{', '.join(OUTPUT_GATES)} or None")
+      width = 1 if self.output_gate == "headwise" else x.shape[-1]
+      gate = nn.DenseGeneral(
+          features=(self.num_heads, width), axis=-1, use_bias=self.use_bias,
+          kernel_init=self.kernel_init, bias_init=self.bias_init,
+          dtype=self.dtype, param_dtype=self.param_dtype,
+          name="output_gate")(inputs_q)
+      x = x * nn.sigmoid(gate).astype(x.dtype)
     if self.gated:
       if self.gate_activation not in GATE_ACTIVATIONS:
         raise ValueError(f"unknown gate_activation {self.gate_activation!r}; "
@@ -195,3 +241,28 @@ class MultiHeadAttention(nn.Module):
         features=features, axis=(-2, -1), use_bias=self.use_bias,
         kernel_init=self.kernel_init, bias_init=self.bias_init,
         dtype=self.dtype, param_dtype=self.param_dtype, name="out")(x)
+
+  def _differential(self, attend, q, k, head_dim):
+    """``(1 - lambda_init) RMSNorm(A1 V - lambda A2 V)`` per head; returns it
+    and the first map's ``q1, k1``. Both maps go through ``attend`` (any
+    normalizer and path): the difference is linear in the weights."""
+    if head_dim % 2:
+      raise ValueError(f"differential attention splits each head's q/k in "
+                       f"two halves: head_dim={head_dim} must be even; change "
+                       f"qkv_features or num_heads")
+    half = head_dim // 2
+    q1, q2 = q[..., :half], q[..., half:]
+    k1, k2 = k[..., :half], k[..., half:]
+    lam_init = (diff_lambda_init(self.layer_index)
+                if self.diff_lambda_init is None else self.diff_lambda_init)
+    init = nn.initializers.normal(stddev=0.1)
+    lq1, lk1, lq2, lk2 = (
+        self.param(f"lambda_{n}", init, (half,), self.param_dtype)
+        for n in ("q1", "k1", "q2", "k2"))
+    lam = (jnp.exp(jnp.sum(lq1 * lk1)) - jnp.exp(jnp.sum(lq2 * lk2))
+           + lam_init)
+    a1, a2 = attend(q1, k1), attend(q2, k2)
+    x = a1 - lam.astype(a1.dtype) * a2
+    x = nn.RMSNorm(epsilon=1e-5, dtype=self.dtype,
+                   param_dtype=self.param_dtype, name="diff_norm")(x)
+    return x * (1.0 - lam_init), q1, k1

@@ -12,7 +12,8 @@ name and exported here, so adding one needs no edit outside its family file
 (README, "Adding a normalizer").
 """
 
-from softattn.normalizers import periodic, pointwise, simplex, softmax_family
+from softattn.normalizers import (
+    l1_normalized, periodic, pointwise, simplex, softmax_family)
 from softattn.normalizers.core import (
     MODES, REQUIRED, Learnable, Normalizer, RowStats, SqrtHeadDim, merge_stats,
     row_stats, safe_denominator)
@@ -23,7 +24,7 @@ from softattn.normalizers.registry import (
 
 # The modules whose top-level Normalizers are the registry. A new family
 # module is added here once; its declarations then register themselves.
-FAMILIES = (softmax_family, pointwise, periodic, simplex)
+FAMILIES = (softmax_family, pointwise, periodic, l1_normalized, simplex)
 
 for _family in FAMILIES:
   for _n in declared_in(_family):

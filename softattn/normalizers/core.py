@@ -20,6 +20,10 @@ attention stream them over key blocks (see ``softattn.attention``):
    ``rowwise``   any function of the whole row (``row_fn``)   ``stream``, if declared
    ============  ==========================================  =====================
 
+   Also ``exp_sink`` (``exp(t) / (exp(sink) + sum exp(t))``, the sink logit in
+   the mode's scalar slot ``eps_param``) and ``signed_exp`` (``sign(t)
+   exp(|t|) / sum exp(|t|)``), both streamed with a running max.
+
 A ``rowwise`` normalizer may declare a ``stream`` (``softattn.streams``): how
 the chunked path computes it in several passes over key blocks (sparsemax and
 entmax's threshold search, stick-breaking's reverse scan); its ``transform``
@@ -176,7 +180,8 @@ class Normalizer:
       None: always, given ``linear_coef``.
     exp_upper: for ``exp`` mode, an optional ``upper(**params)`` bound on ``t``
       that replaces the running max.
-    eps_param: name of the parameter holding the ``ratio``/``softpick`` epsilon.
+    eps_param: name of the parameter holding the mode's scalar: the
+      ``ratio``/``softpick`` epsilon, or ``exp_sink``'s sink logit.
     is_distribution: whether weights sum to 1 over unmasked keys.
     default_scale: score scale that attention uses when the caller gives none;
       ``None`` means ``1/sqrt(head_dim)``.
@@ -313,7 +318,8 @@ class Normalizer:
     return modes_lib.weights(self.mode, t, valid, self.eps(p), self.upper(p))
 
   def eps(self, p: Mapping[str, Any]) -> float:
-    """The ``ratio``/``softpick`` epsilon among resolved parameters ``p``."""
+    """The mode's scalar among resolved parameters ``p`` (the ``ratio``/
+    ``softpick`` epsilon, ``exp_sink``'s sink logit); 0 if none."""
     return p[self.eps_param] if self.eps_param else 0.0
 
   def upper(self, p: Mapping[str, Any]):

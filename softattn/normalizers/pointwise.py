@@ -1,14 +1,19 @@
 """Normalizers that need no normalisation sum: ``w = phi(s, row stats)``.
 
+ReLU/n, scaled, sigmoid, NAP, ConSmax, Mega's Laplace function and polynomial
+attention.
+
 They need no running max when streamed, and the ones linear in ``s``
 (``scaled``, ``relu_seqlen(act='identity')``) have an O(n d^2) path.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 
-from softattn.normalizers.core import Learnable, Normalizer
-from softattn.normalizers.domains import EPS, REAL, Domain
+from softattn.normalizers.core import REQUIRED, Learnable, Normalizer
+from softattn.normalizers.domains import EPS, POSITIVE, REAL, Domain
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -115,4 +120,87 @@ nap = Normalizer(
     ``w = (s - mean(s)) / std(s) * g + b`` over unmasked keys, with a gain
     ``g`` and bias ``b`` that the paper learns per head (pass them, or let
     ``MultiHeadAttention`` own them). ``eps`` inside the std as in NormSoftmax.
+    """)
+
+
+def _consmax(s, stats, *, beta, denom, max_exponent):
+  return jnp.exp(jnp.minimum(s - beta, max_exponent)) / denom
+
+
+consmax = Normalizer(
+    name="consmax", mode="pointwise", needs="none",
+    defaults=dict(beta=REQUIRED, denom=REQUIRED, max_exponent=80.0),
+    transform=_consmax,
+    domains=dict(beta=REAL, denom=POSITIVE,
+                 max_exponent=Domain(lo=0.0, lo_open=True,
+                                     note="a guard against exp overflow")),
+    is_distribution=False,
+    learnable=dict(beta=Learnable("per_head", 2.5),
+                   denom=Learnable("per_head", 100.0)),
+    formula="`exp(s-β)/γ` (`beta`, `denom` = γ learnable per head)",
+    source="Liu et al. 2024, arXiv 2402.10930",
+    doc=r"""ConSmax (Liu et al. 2024, arXiv 2402.10930).
+
+    ``w = exp(s - beta) / gamma`` with learnable ``beta`` (the paper's stand-in
+    for the row max) and ``gamma`` (for the row sum), written ``denom`` here
+    (``gamma`` is NormSoftmax's clip). No max or sum reduction, so it streams
+    like any pointwise normalizer; at inference the two merge into one
+    constant ``exp(-beta) / gamma``. ``MultiHeadAttention`` learns both per
+    head, init ``beta = 2.5``, ``denom = 100`` (*inferred*: the defaults of
+    the authors' nanoGPT fork, not stated in the paper).
+
+    ``max_exponent`` is *inferred*, not in the paper: the exponent is capped
+    at it (default 80, below float32's overflow at ~88.7) so a large score
+    gives a large finite weight instead of Inf; pass ``inf`` to disable.
+    """)
+
+
+def _laplace(s, stats, *, mu, sigma, alpha):
+  x = _safe_n(stats) ** (-alpha) * s
+  return 0.5 * (1.0 + jax.lax.erf((x - mu) / (sigma * math.sqrt(2.0))))
+
+
+laplace = Normalizer(
+    name="laplace", mode="pointwise", needs="count",
+    defaults=dict(mu=math.sqrt(0.5), sigma=math.sqrt(0.25 / math.pi),
+                  alpha=1.0),
+    transform=_laplace,
+    domains=dict(mu=REAL, sigma=POSITIVE,
+                 alpha=Domain(lo=0.0, hi=1.0, note="n^-alpha scales s")),
+    default_scale=1.0, is_distribution=False,
+    formula="`0.5(1+erf((s/n-μ)/(σ√2)))`, μ = √½, σ = √(1/4π), scale 1",
+    source="Mega, Ma et al. 2022, arXiv 2209.10655",
+    doc=r"""Mega's Laplace attention function (Ma et al. 2022, arXiv 2209.10655).
+
+    ``w = 0.5 (1 + erf((x - mu) / (sigma sqrt 2)))`` with ``x = s / n^alpha``,
+    ``mu = sqrt(1/2)``, ``sigma = sqrt(1/(4 pi))``: a Gaussian CDF chosen to
+    approximate ``relu(x)^2`` near 0 while staying bounded in [0, 1]. Mega
+    divides ``q.k`` by the number of (unmasked) keys and does *not* scale by
+    ``1/sqrt(d)``; confirmed in the authors' code (facebookresearch/mega,
+    ``element_attention``: ``laplace(q k^T / lengths + bias)``), hence
+    ``alpha = 1`` and ``default_scale = 1``. Not a distribution.
+    """)
+
+
+def _polynomial(s, stats, *, p):
+  # p is a whole number (its domain): an integer power is real for s < 0.
+  return jax.lax.integer_pow(s, int(p)) / jnp.sqrt(_safe_n(stats))
+
+
+polynomial = Normalizer(
+    name="polynomial", mode="pointwise", needs="count", defaults=dict(p=3),
+    transform=_polynomial,
+    domains=dict(p=Domain(lo=1.0, hi=9.0, integer=True,
+                        note="x^p must be real for x < 0")),
+    is_distribution=False,
+    formula="`s^p/√n`, p = 3 by default",
+    source="Saratchandran et al. 2024, arXiv 2410.18613",
+    doc=r"""Polynomial attention (Saratchandran et al. 2024, arXiv 2410.18613).
+
+    ``w = s^p / sqrt(n)``: the paper's ``phi(x) = x^p / sqrt(N)``, chosen so
+    the attention matrix's Frobenius norm grows like softmax's
+    (``O(sqrt(N))``), with no positivity, normalisation or sparsity. ``p`` is
+    a whole number; the default 3 (cubic) is *inferred* as the paper's main
+    choice (its exact equation number was not checked against the text).
+    Scores keep the usual ``1/sqrt(d)`` (*inferred*).
     """)

@@ -18,7 +18,7 @@ Normalizer(normsoftmax(gamma=0.5*sqrt_d))
 [0.0, 0.5, 0.0]
 >>> get("normsofmax")
 Traceback (most recent call last):
-ValueError: unknown normalizer 'normsofmax'; valid names: cos_max, ...
+ValueError: unknown normalizer 'normsofmax'; valid names: cog, consmax, ...
 >>> get("normsoftmax(gamma=-1)")
 Traceback (most recent call last):
 ValueError: normsoftmax: gamma=-1 is invalid; it must be in (0, inf].

@@ -1,5 +1,6 @@
 """Softmax and its re-scaled relatives: NormSoftmax and variants, LogitNorm,
-scalable softmax, softpick."""
+scalable softmax, softpick, attention sinks (softmax + 1, learnable sink) and
+Cog attention's signed softmax."""
 
 import jax.numpy as jnp
 
@@ -144,4 +145,61 @@ softpick = Normalizer(
     ``w_i = relu(exp(s_i) - 1) / (sum_j |exp(s_j) - 1| + eps)``. Rows can sum
     to less than 1 (no attention sink is forced). Computed with both terms
     multiplied by ``exp(-m)``, ``m = max(row max, 0)``, so nothing overflows.
+    """)
+
+
+# -- attention sinks and signed softmax ---------------------------------------
+softmax_1 = Normalizer(
+    name="softmax_1", mode="exp_sink", needs="none", defaults={},
+    transform=lambda s, stats: s, is_distribution=False,
+    formula="`exp(s)/(1+Σexp(s))`: a zero logit in the denominator",
+    source="Miller 2023 (blog)",
+    doc=r"""Softmax plus one (Miller 2023, "Attention is off by one").
+
+    ``w_i = exp(s_i) / (1 + sum_j exp(s_j))``: softmax with an extra zero
+    logit in the denominator only, so a head can attend to nothing (rows sum
+    to less than 1). It is ``softmax_sink`` with ``sink = 0``: mode
+    ``exp_sink`` (``softattn.modes``) with the sink fixed at 0. The source is
+    a blog post, not a paper (no equation number).
+    """)
+
+
+softmax_sink = Normalizer(
+    name="softmax_sink", mode="exp_sink", needs="none",
+    defaults=dict(sink=REQUIRED), domains=dict(sink=REAL),
+    transform=lambda s, stats, sink: s, eps_param="sink",
+    is_distribution=False,
+    learnable=dict(sink=Learnable("per_head", 0.0)),
+    formula="`exp(s)/(exp(sink)+Σexp(s))`, `sink` learnable per head",
+    source="gpt-oss (OpenAI 2025)",
+    doc=r"""Softmax with a learnable sink logit (gpt-oss, OpenAI 2025).
+
+    ``w_i = exp(s_i) / (exp(sink) + sum_j exp(s_j))``: the sink joins the
+    denominator only; it has no value, so the weights sum to
+    ``1 - sigmoid(sink - logsumexp(s))`` < 1. gpt-oss learns one sink logit
+    per head (splash attention calls them ``sinks``); ``MultiHeadAttention``
+    owns it as ``norm_sink`` ``[H, 1, 1]``, init 0 (*inferred*: gpt-oss ships
+    trained values, not an init), where it starts as ``softmax_1``. Also in
+    Xiao et al. 2023 (arXiv 2309.17453) as a learnable "sink token".
+
+    Mode ``exp_sink``: keys stream as softmax's running max and sum, the sink
+    term ``exp(sink - m)`` joins at the end. The fused kernels take the sink
+    as a compile-time number only (their backward has no sink cotangent): a
+    learnable (array) sink runs on the dense or chunked path.
+    """)
+
+
+cog = Normalizer(
+    name="cog", mode="signed_exp", needs="none", defaults={},
+    transform=lambda s, stats: s, is_distribution=False,
+    formula="`sign(s)·exp(|s|)/Σexp(|s|)` (negative weights)",
+    source="Lv et al. 2024, arXiv 2411.07176",
+    doc=r"""Cog attention, the signed exp (Lv et al. 2024, arXiv 2411.07176).
+
+    ``w_i = sign(s_i) exp(|s_i|) / sum_j exp(|s_j|)``: softmax of ``|s|`` with
+    the sign of each score put back, so weights can be negative (``sum |w| =
+    1``). Form confirmed in the authors' code (trestad/CogAttn:
+    ``sign(p) * softmax(|p|)`` with ``p = q.k / sqrt(d)``). The paper keeps
+    softmax in the first and last layers for stability; choose per layer.
+    Mode ``signed_exp``: streamed with a running max of ``|s|``.
     """)

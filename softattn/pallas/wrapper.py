@@ -39,13 +39,26 @@ FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
 
 
-def unsupported_reason(norm, mask=None, bias=None) -> str | None:
-  """Why the fused kernel cannot run this call, or None when it can."""
+def unsupported_reason(norm, mask=None, bias=None,
+                       params=None) -> str | None:
+  """Why the fused kernel cannot run this call, or None when it can.
+
+  ``params``: the resolved normalizer parameters, when known. The mode's
+  scalar (``Normalizer.eps``: an epsilon, or softmax_sink's sink logit) is
+  compiled into the kernels, which have no cotangent for it: an array there
+  (a learnable sink) is refused.
+  """
   if norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
             f"{norm.mode!r}, streamed in several passes by "
             f"implementation='chunked'); use 'chunked' or {ALTERNATIVES}")
+  scalar = (params or {}).get(norm.eps_param) if norm.eps_param else None
+  if isinstance(scalar, (jax.Array, np.ndarray)):
+    return (f"normalizer {norm.name!r}: the fused kernels take "
+            f"{norm.eps_param!r} as a number, not an array (a learnable "
+            f"{norm.eps_param} needs its gradient); use "
+            f"implementation='chunked' or 'dense'")
   if bias is not None:
     return ("implementation='pallas' takes no additive bias; use "
             "implementation='chunked' or 'dense'")
