@@ -16,4 +16,5 @@ transform is traced into the kernel and differentiated there with
 
 from softattn.pallas.blocks import block_sizes, chip, footprint
 from softattn.pallas.wrapper import (
-    FUSED_MODES, pallas_attention, target_chip, unsupported_reason)
+    FUSED_MODES, pallas_attention, target_chip, target_platform,
+    unsupported_reason)
