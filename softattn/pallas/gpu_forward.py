@@ -21,13 +21,14 @@ from softattn.pallas.forward import out_dtype
 
 
 def run(cfg: tile.Config, build, *args):
-  """``build(interpret)(*args)``: the Triton kernel when lowered for CUDA,
-  the Pallas interpreter elsewhere, unless ``cfg.interpret`` fixes it."""
+  """``build(interpret)(*args)``: the Triton kernel when lowered for CUDA or
+  ROCm, the Pallas interpreter elsewhere, unless ``cfg.interpret`` fixes
+  it."""
   if cfg.interpret is not None:
     return build(cfg.interpret)(*args)
+  triton = lambda *a: build(False)(*a)  # noqa: E731
   return jax.lax.platform_dependent(
-      *args, cuda=lambda *a: build(False)(*a),
-      default=lambda *a: build(True)(*a))
+      *args, cuda=triton, rocm=triton, default=lambda *a: build(True)(*a))
 
 
 def seq_spec(length: int, width: int):

@@ -32,7 +32,7 @@ from softattn.pallas import tile
 # ``tl.dot`` wants every dimension >= 16. The pairs are the Triton fused
 # attention tutorial's starting points, smaller at D = 256 where a 128-row
 # q tile and its f32 accumulator would crowd the registers: NOT tuned on a
-# GPU (none was lent; ``benchmarks/gpu_kernels.py`` takes ``--blocks``).
+# GPU (none was lent; ``benchmarks/gpu_kernels.py --blocks BQ BK`` tries others).
 MIN_BLOCK = 16
 FORWARD_BLOCKS = {64: (128, 64), 128: (128, 64), 256: (64, 32)}
 BACKWARD_BLOCKS = {64: (64, 64), 128: (64, 64), 256: (32, 32)}
