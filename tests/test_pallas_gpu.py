@@ -93,6 +93,29 @@ def test_gpu_bf16_as_accurate_as_dense(on_gpu, name):
         label, T._err(t, g), T._err(t, d), scale)
 
 
+def test_gpu_per_head_key_mask_equals_dense(on_gpu):
+  """A key mask that differs per head (the mask's head index in the
+  BlockSpec), ragged lengths, a learnable per-head parameter."""
+  q, k, v, _ = T._inputs(24, 40)
+  mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (T.B, T.H, 1, 40))
+  params = {"s_scale": jnp.asarray(T.PARAMS["ssmax"]["s_scale"])}
+
+  def loss(impl, q, k, v, params):
+    out = dot_product_attention(q, k, v, normalizer="ssmax", mask=mask,
+                                normalizer_params=params,
+                                implementation=impl, chunk_size=16)
+    return jnp.sum(jnp.cos(out)), out
+
+  results = {}
+  for impl in ("dense", "pallas"):
+    fn = jax.jit(jax.value_and_grad(lambda *a, impl=impl: loss(impl, *a),
+                                    argnums=(0, 1, 2, 3), has_aux=True))
+    (_, out), (dq, dk, dv, dp) = fn(q, k, v, params)
+    results[impl] = [out, dq, dk, dv, dp["s_scale"]]
+  for a, b in zip(results["pallas"], results["dense"]):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+
+
 def test_gpu_path_is_the_triton_kernels(on_gpu):
   q, k, v, mask = T._inputs(24, 40)
   jaxpr = str(jax.make_jaxpr(lambda q: dot_product_attention(

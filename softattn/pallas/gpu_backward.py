@@ -17,16 +17,10 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from softattn.pallas import gpu_tile, tile
+from softattn.pallas import gpu_tile
+# The TPU kernels' argument order and row-cotangent width, shared.
+from softattn.pallas.backward import _n_diff, _unpack
 from softattn.pallas.gpu_forward import mask_spec, row_spec, run, seq_spec
-
-
-def _unpack(cfg, has_drows, refs):
-  q_ref, k_ref, v_ref, do_ref, rows_ref, brows_ref, *rest = refs
-  drows_ref = rest.pop(0) if has_drows else None
-  mask_ref = rest.pop(0) if cfg.has_mask else None
-  return (q_ref, k_ref, v_ref, do_ref, rows_ref, brows_ref, drows_ref,
-          mask_ref), rest
 
 
 def _query_side(cfg, ins, qi):
@@ -110,10 +104,6 @@ def _dkv_kernel(cfg, has_drows, *refs):
                       cfg.ragged_k)
 
 
-def _n_diff(cfg):
-  return max(len(cfg.diff_names), 1)  # one dummy column when there are none
-
-
 def _in_specs(cfg, rows, drows, mask):
   specs = [seq_spec(cfg.lq, cfg.d), seq_spec(cfg.lk, cfg.d),
            seq_spec(cfg.lk, cfg.dv), seq_spec(cfg.lq, cfg.dv),
@@ -152,7 +142,7 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
 
 
 def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask):
-  """``(dk, dv)`` in the input dtypes, ``[B, Lk, H, D]`` and ``[B, Lk, H, Dv]``."""
+  """``(dk, dv)`` in the input dtypes: ``[B, Lk, H, D]``, ``[B, Lk, H, Dv]``."""
   b, _, h, _ = q.shape
 
   def build(interpret):

@@ -113,7 +113,7 @@ def moments(cfg: tile.Config, q, k, mask):
   return run(cfg, build, *args)
 
 
-# -- attention ------------------------------------------------------------------
+# -- attention -----------------------------------------------------------------
 def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
   mask_ref = refs[0] if cfg.has_mask else None
   o_ref, res_ref = refs[-2:]

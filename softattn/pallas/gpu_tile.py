@@ -32,7 +32,8 @@ from softattn.pallas import tile
 # ``tl.dot`` wants every dimension >= 16. The pairs are the Triton fused
 # attention tutorial's starting points, smaller at D = 256 where a 128-row
 # q tile and its f32 accumulator would crowd the registers: NOT tuned on a
-# GPU (none was lent; ``benchmarks/gpu_kernels.py --blocks BQ BK`` tries others).
+# GPU (none was lent; ``benchmarks/gpu_kernels.py --blocks BQ BK`` tries
+# others).
 MIN_BLOCK = 16
 FORWARD_BLOCKS = {64: (128, 64), 128: (128, 64), 256: (64, 32)}
 BACKWARD_BLOCKS = {64: (64, 64), 128: (64, 64), 256: (32, 32)}
@@ -157,7 +158,7 @@ def tile_grads(cfg: tile.Config, qi, kj, q, k, v, do, mrow, rv, brows, drows):
   return jnp.where(valid, w, 0.0), jnp.where(valid, ds, 0.0), dcols
 
 
-# -- which normalizers the Triton lowering takes --------------------------------
+# -- which normalizers the Triton lowering takes -------------------------------
 def _triton_rules():
   from jax._src.pallas.triton import lowering  # noqa: PLC0415
   return lowering.triton_lowering_rules
