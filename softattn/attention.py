@@ -195,7 +195,8 @@ def dot_product_attention(
     raise ValueError("return_weights=True needs implementation='dense' (the "
                      "other paths never materialise the weights)")
   if impl == "auto":
-    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p)
+    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p,
+                 dv=value.shape[-1])
   if impl == "linear":
     _check_linear(norm, mask, bias, is_causal)
     out = _linear(query, key, value, norm, p, mask, scale)
@@ -227,7 +228,8 @@ def _key_only(mask):
   return mask is None or mask.shape[2] == 1
 
 
-def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None):
+def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
+          dv=None):
   b, h, lq, lk = shape
   if return_weights:
     return "dense"
@@ -235,8 +237,8 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None):
       and lq * lk > (lq + lk) * d):
     return "linear"
   if lq * lk > AUTO_PALLAS_MIN_SCORES and (
-      _fused_on_tpu(norm, mask, bias, p) or _fused_on_gpu(norm, mask, bias, p,
-                                                          d)):
+      _fused_on_tpu(norm, mask, bias, p)
+      or _fused_on_gpu(norm, mask, bias, p, d, dv)):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
@@ -249,7 +251,7 @@ def _fused_on_tpu(norm, mask, bias, p=None):
           and pallas.unsupported_reason(norm, mask, bias, p) is None)
 
 
-def _fused_on_gpu(norm, mask, bias, p=None, d=64):
+def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None):
   """On GPU: the TPU kernels' contract plus the Triton lowering's
   (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims, no
   ``erf`` in the tile math)."""
@@ -257,7 +259,7 @@ def _fused_on_gpu(norm, mask, bias, p=None, d=64):
   from softattn.pallas import gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"
           and pallas.unsupported_reason(norm, mask, bias, p) is None
-          and gpu.unsupported_reason(norm, p, d) is None)
+          and gpu.unsupported_reason(norm, p, d, dv) is None)
 
 
 def _check_linear(norm, mask, bias, is_causal):

@@ -136,14 +136,15 @@ def test_gpu_refusals_name_the_reason(on_gpu):
 
 
 def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
-  pick = lambda n, shape=(1, 1, 4096, 4096), d=64: attention._auto(  # noqa
-      N.get(n), shape, d, None, None, False, False,
-      N.get(n).resolve(None, head_dim=d))
+  pick = lambda n, shape=(1, 1, 4096, 4096), d=64, dv=None: (  # noqa: E731
+      attention._auto(N.get(n), shape, d, None, None, False, False,
+                      N.get(n).resolve(None, head_dim=d), dv=dv))
   assert pick("sigmoid") == "pallas"
   assert pick("softmax", shape=(1, 1, 196, 196)) == "pallas"
   assert pick("softmax", shape=(1, 1, 128, 128)) == "dense"
   assert pick("laplace") == "chunked"       # erf: XLA
   assert pick("softmax", d=96) == "chunked"  # not a power of two
+  assert pick("softmax", dv=96) == "chunked"
   assert pick("sparsemax") == "dense"
 
 
