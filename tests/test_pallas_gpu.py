@@ -123,6 +123,22 @@ def test_gpu_path_is_the_triton_kernels(on_gpu):
   assert "softattn_gpu_forward" in jaxpr and "softattn_forward" not in jaxpr
 
 
+def test_f32_matmul_precision_follows_jax_setting():
+  """Triton runs a DEFAULT-precision f32 dot in TF32 (as XLA's GPU dots);
+  under ``jax.default_matmul_precision("highest")`` every dot of the kernels
+  asks for IEEE f32 (the kernel is traced in the caller's context)."""
+  q = jnp.zeros((1, 32, 1, 16))
+  norm = N.get("sigmoid")
+  f = lambda q: gpu.gpu_attention(  # noqa: E731
+      q, q, q, norm, norm.resolve(None, head_dim=16), None, 0.25, False,
+      interpret=False)
+  assert "Precision.HIGHEST" not in str(jax.make_jaxpr(f)(q))
+  with jax.default_matmul_precision("highest"):
+    jaxpr = str(jax.make_jaxpr(f)(q))
+  assert jaxpr.count("dot_general") == jaxpr.count(
+      "precision=(Precision.HIGHEST, Precision.HIGHEST)") == 2
+
+
 def test_gpu_refusals_name_the_reason(on_gpu):
   q = jnp.zeros((1, 8, 1, 8))
   with pytest.raises(ValueError, match="Triton lowering lacks erf.*'chunked'"):
