@@ -24,17 +24,21 @@ Paths (``implementation=``):
   ``relu_seqlen(act='identity')``): ``coef(n) * scale * Q (K^T V)``, cost
   O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
   bias, not causal).
-* ``"pallas"``: fused TPU kernels (``softattn.pallas``) for every normalizer
-  of mode ``exp``, ``ratio``, ``pointwise`` or ``softpick``, and ``sparsemax``/
-  ``entmax15`` as passes of the pointwise kernel (``pallas/streams.py``):
-  score tiles stay in VMEM, forward and backward. Takes a key mask and ``is_causal`` (no bias, no
+* ``"pallas"``: fused kernels (``softattn.pallas``) for every normalizer
+  whose mode is in ``softattn.modes``, and on TPU ``sparsemax``/``entmax15``
+  as passes of the pointwise kernel (``pallas/streams.py``): score tiles stay
+  in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
+  ``softattn.pallas.gpu``, which also needs power-of-two head dims and no
+  ``erf`` in the transform), forward and backward. Takes a key mask and ``is_causal`` (no bias, no
   per-query mask); ``chunk_size``/``query_chunk_size`` override its block
-  sizes. Off TPU it runs in the Pallas interpreter (slow; for tests).
+  sizes. On CPU it runs the TPU kernels in the Pallas interpreter (slow;
+  for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
   normalizer (one-pass modes only) and mask and the scores are larger than
-  one 128 x 128 tile
-  (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``); else ``chunked`` when the
+  one 128 x 128 tile (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``), and on GPU by
+  the same rule for what the Triton kernels support (``_fused_on_gpu``);
+  else ``chunked`` when the
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
   ``return_weights=True`` always uses ``dense``.
@@ -44,7 +48,9 @@ Paths (``implementation=``):
   VMEM staging off / bandwidth; ``benchmarks/README.md``), dense is the
   cheaper program at L = 16, 49, 64 and 128 (1.1-1.9x), the fused kernels
   from L = 196 (ViT-B/16's tokens: 1.5x in bf16, 1.2x in f32) to 4096
-  (7-8x). The rule looks at the sequence lengths, not the batch.
+  (7-8x). The rule looks at the sequence lengths, not the batch. On GPU the
+  same threshold is a placeholder: no GPU was lent, so no crossover was
+  measured (``benchmarks/gpu_kernels.py`` measures it).
 """
 
 from __future__ import annotations
@@ -194,7 +200,8 @@ def dot_product_attention(
     raise ValueError("return_weights=True needs implementation='dense' (the "
                      "other paths never materialise the weights)")
   if impl == "auto":
-    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p)
+    impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p,
+                 dv=value.shape[-1])
   if impl == "linear":
     _check_linear(norm, mask, bias, is_causal)
     out = _linear(query, key, value, norm, p, mask, scale)
@@ -226,14 +233,17 @@ def _key_only(mask):
   return mask is None or mask.shape[2] == 1
 
 
-def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None):
+def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
+          dv=None):
   b, h, lq, lk = shape
   if return_weights:
     return "dense"
   if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
       and lq * lk > (lq + lk) * d):
     return "linear"
-  if lq * lk > AUTO_PALLAS_MIN_SCORES and _fused_on_tpu(norm, mask, bias, p):
+  if lq * lk > AUTO_PALLAS_MIN_SCORES and (
+      _fused_on_tpu(norm, mask, bias, p)
+      or _fused_on_gpu(norm, mask, bias, p, d, dv)):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
@@ -246,6 +256,17 @@ def _fused_on_tpu(norm, mask, bias, p=None):
   from softattn import pallas  # noqa: PLC0415
   return (pallas.target_chip()[1] and norm.stream is None
           and pallas.unsupported_reason(norm, mask, bias, p) is None)
+
+
+def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None):
+  """On GPU: the TPU kernels' contract plus the Triton lowering's
+  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims, no
+  ``erf`` in the tile math)."""
+  from softattn import pallas  # noqa: PLC0415
+  from softattn.pallas import gpu  # noqa: PLC0415
+  return (pallas.target_platform() == "gpu"
+          and pallas.unsupported_reason(norm, mask, bias, p) is None
+          and gpu.unsupported_reason(norm, p, d, dv) is None)
 
 
 def _check_linear(norm, mask, bias, is_causal):

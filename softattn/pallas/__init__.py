@@ -12,8 +12,12 @@ transform is traced into the kernel and differentiated there with
   dK/dV kernels; ``blocks.py``: block sizes per chip (the VMEM rule) and
   ``pl.CostEstimate``; ``wrapper.py``: layout, padding, ``custom_vjp``,
   ``shard_map``.
+* ``gpu.py``, ``gpu_forward.py``, ``gpu_backward.py``, ``gpu_tile.py``: the
+  same tiles in kernels for Pallas' Triton lowering, which
+  ``pallas_attention`` runs when the target is a GPU (``target_platform``).
 """
 
 from softattn.pallas.blocks import block_sizes, chip, footprint
 from softattn.pallas.wrapper import (
-    FUSED_MODES, pallas_attention, target_chip, unsupported_reason)
+    FUSED_MODES, pallas_attention, target_chip, target_platform,
+    unsupported_reason)

@@ -78,12 +78,20 @@ def target_chip() -> tuple[str, bool]:
   """``(generation, is_tpu)`` of the devices this computation is built for:
   the context mesh's devices if a mesh is set (AOT for a TPU topology from a
   CPU host sets one), else the default backend's first device."""
+  device = _target_device()
+  return blocks.chip_of_kind(device.device_kind), device.platform == "tpu"
+
+
+def _target_device():
   mesh = _context_mesh()
   device = getattr(mesh, "abstract_device", None) if mesh else None
-  if device is None:
-    device = jax.devices()[0]
-  kind, platform = device.device_kind, device.platform
-  return blocks.chip_of_kind(kind), platform == "tpu"
+  return jax.devices()[0] if device is None else device
+
+
+def target_platform() -> str:
+  """``"tpu"``, ``"gpu"`` or ``"cpu"``: the platform this computation is
+  built for (the context mesh's devices, else the default backend's)."""
+  return _target_device().platform
 
 
 def _split_params(norm, p, shape):
@@ -191,10 +199,18 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   TPU and the Pallas interpreter elsewhere.
   """
   if norm.mode not in MODES:  # a threshold stream: passes of pointwise kernels
+    if target_platform() == "gpu":
+      raise ValueError(
+          f"normalizer {norm.name!r} fuses as passes of the TPU kernels only; "
+          f"on GPU use implementation='chunked' (it streams there)")
     attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
         q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
         interpret)
     return streams.threshold_attention(attend, query, key, value, norm, p)
+  if target_platform() == "gpu":  # the Triton kernels (softattn.pallas.gpu)
+    from softattn.pallas import gpu  # noqa: PLC0415
+    return gpu.gpu_attention(query, key, value, norm, p, mask, scale, causal,
+                             chunk_size, query_chunk_size, interpret)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()

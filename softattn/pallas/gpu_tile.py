@@ -1,0 +1,195 @@
+"""What the GPU (Triton) kernels share: block sizes, masked loads and stores,
+the per-tile gradient, and which normalizers the Triton lowering takes.
+
+The GPU kernels compute the same tiles as the TPU ones (``tile.scores``,
+``tile.transform`` and the mode table ``softattn.modes``), but Triton has no
+VMEM scratch carried across grid steps: each program owns one (batch, head,
+query block) -- or key block in the dK/dV kernel -- and streams the other
+axis with ``lax.fori_loop`` inside the kernel, carrying the mode's state
+``(m, l, acc)`` in registers (the FlashAttention-2 structure, Dao 2023).
+
+Layout: the caller's ``[B, L, H, D]`` arrays are read in place, one
+``[L, D]`` head slice per program (``BlockSpec((None, L, None, D))``); a
+block of rows is a masked load of ``pl.ds(start, block)``: rows past the true
+length load as 0 and are stored back masked, so lengths are never padded
+(``plgpu.load``/``plgpu.store`` masks; the interpreter pads its own copy to
+avoid ``dynamic_slice`` clamping). Per-row arrays are ``[B, H, R, Lq]`` f32,
+one contiguous ``[bq]`` vector per column.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.extend.core as jex_core
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from softattn.modes import MODES
+from softattn.pallas import tile
+
+# The block rule (``block_sizes``). Triton tiles are powers of two and its
+# ``tl.dot`` wants every dimension >= 16. The pairs are the Triton fused
+# attention tutorial's starting points, smaller at D = 256 where a 128-row
+# q tile and its f32 accumulator would crowd the registers: NOT tuned on a
+# GPU (none was lent; ``benchmarks/gpu_kernels.py --blocks BQ BK`` tries
+# others).
+MIN_BLOCK = 16
+FORWARD_BLOCKS = {64: (128, 64), 128: (128, 64), 256: (64, 32)}
+BACKWARD_BLOCKS = {64: (64, 64), 128: (64, 64), 256: (32, 32)}
+
+
+def is_pow2(n: int) -> bool:
+  return n > 0 and n & (n - 1) == 0
+
+
+def _fit(block: int, length: int) -> int:
+  """``block``, or the smallest power of two >= ``length`` (and >= 16) when
+  the sequence is shorter: one block, its tail masked."""
+  return min(block, max(MIN_BLOCK, pl.next_power_of_2(length)))
+
+
+def block_sizes(lq: int, lk: int, d: int, kernel: str = "forward"):
+  """``(bq, bk)`` of the GPU kernels for head dim ``d`` (the module rule)."""
+  table = FORWARD_BLOCKS if kernel == "forward" else BACKWARD_BLOCKS
+  bq, bk = table[min((k for k in table if k >= d), default=max(table))]
+  return _fit(bq, lq), _fit(bk, lk)
+
+
+def compiler_params(d: int):
+  """Triton launch parameters: 4 warps up to D = 64, 8 above (as jax's
+  reference attention kernel), two pipeline stages."""
+  return plgpu.CompilerParams(num_warps=4 if d <= 64 else 8, num_stages=2)
+
+
+def load_rows(ref, start, size: int, length: int, ragged: bool):
+  """Rows ``start .. start+size`` of a ``[L, width]`` ref; rows past
+  ``length`` load as 0 (they must add nothing to a matmul)."""
+  if not ragged:
+    return ref[pl.ds(start, size), :]
+  pos = start + jnp.arange(size)
+  return plgpu.load(ref.at[pl.ds(start, size), :],
+                    mask=(pos < length)[:, None], other=0)
+
+
+def store_rows(ref, start, value, length: int, ragged: bool):
+  size = value.shape[0]
+  if not ragged:
+    ref[pl.ds(start, size), :] = value
+    return
+  pos = start + jnp.arange(size)
+  plgpu.store(ref.at[pl.ds(start, size), :], value,
+              mask=(pos < length)[:, None])
+
+
+def load_col(ref, i: int, start, size: int, length: int, ragged: bool):
+  """``[size, 1]`` column ``i`` of a ``[R, L]`` per-row ref (read as a
+  ``[1, size]`` row: the interpreter's store rule takes slices only)."""
+  at = ref.at[pl.ds(i, 1), pl.ds(start, size)]
+  if not ragged:
+    x = at[...]
+  else:
+    pos = start + jnp.arange(size)
+    x = plgpu.load(at, mask=(pos < length)[None, :], other=0)
+  return x.reshape(size, 1)
+
+
+def store_col(ref, i: int, start, value, length: int, ragged: bool):
+  size = value.shape[0]
+  at, value = ref.at[pl.ds(i, 1), pl.ds(start, size)], value.reshape(1, size)
+  if not ragged:
+    at[...] = value
+    return
+  pos = start + jnp.arange(size)
+  plgpu.store(at, value, mask=(pos < length)[None, :])
+
+
+def mask_row(cfg: tile.Config, mask_ref, kj):
+  """The ``[1, bk]`` key-mask row of key block ``kj``, or None."""
+  if mask_ref is None:
+    return None
+  pos = kj * cfg.bk + jnp.arange(cfg.bk)
+  row = plgpu.load(mask_ref.at[pl.ds(kj * cfg.bk, cfg.bk)],
+                   mask=pos < cfg.lk, other=0)
+  return row[None, :]
+
+
+def row_values(cfg: tile.Config, rows_ref, qi):
+  """``{name: [bq, 1]}`` of query block ``qi`` from a ``[R, Lq]`` ref."""
+  return {name: load_col(rows_ref, i, qi * cfg.bq, cfg.bq, cfg.lq,
+                         cfg.ragged_q)
+          for i, name in enumerate(cfg.row_names)}
+
+
+def k_blocks(cfg: tile.Config, qi):
+  """Key blocks query block ``qi`` streams: all, or up to the causal
+  diagonal (``lax.div``: ``//`` of traced ints lowers to ops Triton lacks)."""
+  nk = pl.cdiv(cfg.lk, cfg.bk)
+  if not cfg.causal:
+    return nk
+  return jnp.minimum(nk, jax.lax.div((qi + 1) * cfg.bq + cfg.bk - 1, cfg.bk))
+
+
+def q_first(cfg: tile.Config, kj):
+  """First query block that sees key block ``kj`` (0 unless causal)."""
+  return jax.lax.div(kj * cfg.bk, cfg.bq) if cfg.causal else 0
+
+
+def tile_grads(cfg: tile.Config, qi, kj, q, k, v, do, mrow, rv, brows, drows):
+  """``(w, ds, row_cotangents)`` on one tile: the mode's ``grad`` gives the
+  weights and ``dt``, ``jax.vjp`` of the declaration's transform gives
+  ``ds`` and the row columns' cotangents (as ``backward.py`` on TPU, on
+  loaded values instead of refs). ``brows``: ``(res_a, res_b, di)``;
+  ``drows``: ``(dmean, dvar)`` of moments normalizers, or None."""
+  s, valid = tile.scores(cfg, qi, kj, q, k, mrow)
+  names = cfg.diff_names
+
+  def t_of(s, *cols):
+    return tile.transform(cfg, s, {**rv, **dict(zip(names, cols))})
+
+  t, vjp = jax.vjp(t_of, s, *[rv[n] for n in names])
+  dp = jax.lax.dot_general(do, v, tile.NT, preferred_element_type=jnp.float32)
+  w, dt = MODES[cfg.mode].grad(t, valid, dp, *brows)
+  ds, *dcols = vjp(dt)
+  if drows is not None:  # the statistics' own dependence on s
+    dmean, dvar = drows
+    ds = ds + (dmean + 2.0 * dvar * (s - rv["mean"])) / jnp.maximum(rv["n"],
+                                                                    1.0)
+  return jnp.where(valid, w, 0.0), jnp.where(valid, ds, 0.0), dcols
+
+
+# -- which normalizers the Triton lowering takes -------------------------------
+def _triton_rules():
+  from jax._src.pallas.triton import lowering  # noqa: PLC0415
+  return lowering.triton_lowering_rules
+
+
+def _primitives(jaxpr):
+  for eqn in jaxpr.eqns:
+    yield eqn.primitive
+    for sub in jex_core.jaxprs_in_params(eqn.params):
+      yield from _primitives(sub)
+
+
+def missing_primitives(cfg: tile.Config) -> tuple[str, ...]:
+  """Primitives of one tile's forward and backward math (transform, its VJP,
+  the mode's block and grad) that the Triton lowering has no rule for, e.g.
+  ``erf`` (Mega's laplace, GELU without the tanh approximation)."""
+  shape, col = (cfg.bq, cfg.bk), (cfg.bq, 1)
+  rv = {n: jax.ShapeDtypeStruct(col, jnp.float32) for n in cfg.row_names}
+
+  def tile_math(s, rv):
+    valid = s > 0
+    rv = dict(rv)
+    t, vjp = jax.vjp(lambda s: tile.transform(cfg, s, rv), s)
+    spec = MODES[cfg.mode]
+    m = jnp.full(col, spec.m0, jnp.float32)
+    _, _, e, _ = spec.block(m, t, valid, False)
+    spec.finish(m, m, cfg.eps)
+    _, dt = spec.grad(t, valid, s, m, m, m)
+    return e, vjp(dt)
+
+  jaxpr = jax.make_jaxpr(tile_math)(
+      jax.ShapeDtypeStruct(shape, jnp.float32), rv).jaxpr
+  rules = _triton_rules()
+  return tuple(sorted({p.name for p in _primitives(jaxpr) if p not in rules}))

@@ -1,0 +1,229 @@
+"""The GPU (Triton) kernels: interpreter equals dense, and they lower.
+
+``implementation="pallas"`` is routed to ``softattn.pallas.gpu`` by making
+the wrapper see a GPU (``target_platform``); off a GPU the kernels run in
+the Pallas interpreter, the same kernel bodies Triton compiles. Inputs,
+cases and tolerances are ``tests/test_pallas.py``'s (the TPU tests justify
+them; the GPU kernels compute the same tiles in another loop structure):
+key mask with a fully masked batch element and cross-attention lengths, or
+causal, at lengths that are not multiples of the 16-row blocks (ragged
+tails masked, not padded). Every normalizer the GPU kernels support runs
+once in f32 (the two cases alternate); one per mode, plus the moments and
+array-parameter paths, runs in bf16 on the other case.
+
+Lowering: ``jax.jit(...).trace(...).lower(lowering_platforms=("cuda",))``
+runs Pallas' Triton lowering on this CPU host (the kernels become Triton IR
+inside ``__gpu$xla.gpu.triton`` custom calls); compiling that IR to PTX
+needs a GPU and is not done here.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+import numpy as np
+import pytest
+
+from softattn import attention, dot_product_attention, pallas
+from softattn import normalizers as N
+from softattn.pallas import gpu, gpu_forward, gpu_tile
+from tests import test_pallas as T
+
+
+@pytest.fixture
+def on_gpu(monkeypatch):
+  """The wrapper and ``auto`` see a GPU; the kernels still run here, in the
+  interpreter (``platform_dependent`` picks it when lowering for CPU)."""
+  monkeypatch.setattr(pallas.wrapper, "target_platform", lambda: "gpu")
+  monkeypatch.setattr(pallas, "target_platform", lambda: "gpu")
+
+
+def _supported(name):
+  norm = N.get(name)
+  return gpu.unsupported_reason(norm, norm.resolve(
+      T.PARAMS.get(name), head_dim=T.D), T.D) is None
+
+
+GPU_FUSED = [n for n in T.FUSED if _supported(n)]
+NO_GPU = [n for n in T.FUSED if not _supported(n)]
+# One normalizer per mode, the moments path and an array parameter.
+BF16 = ["softmax", "sin_max", "sigmoid", "softpick", "softmax_sink(sink=0.7)",
+        "cog", "normsoftmax", "ssmax"]
+CASE_OF = {n: sorted(T.CASES)[i % 2] for i, n in enumerate(GPU_FUSED)}
+
+
+def test_every_fused_normalizer_but_erf_ones_runs_on_gpu():
+  """Only ``erf`` (which Triton lacks) keeps a fused normalizer off GPU."""
+  assert set(BF16) <= set(GPU_FUSED)
+  assert "laplace" in NO_GPU and len(GPU_FUSED) >= 25
+  for name in NO_GPU:
+    norm = N.get(name)
+    reason = gpu.unsupported_reason(norm, norm.resolve(None, head_dim=T.D))
+    assert "lacks erf" in reason, (name, reason)
+
+
+@pytest.mark.parametrize("name", GPU_FUSED)
+def test_gpu_f32_equals_dense(on_gpu, name):
+  case = CASE_OF[name]
+  ref = T._dense_f32(name, case)
+  got = T._run("pallas", name, case, jnp.float32)
+  for label, r, g in zip(["out", "dq", "dk", "dv", "dparams"], ref, got):
+    assert np.all(np.isfinite(g)), label
+    scale = 1.0 + float(np.max(np.abs(r)))
+    tol = T.F32_TOL.get(name, 2e-5)
+    assert T._err(r, g) <= tol * scale, (label, T._err(r, g), scale)
+
+
+@pytest.mark.parametrize("name", BF16)
+def test_gpu_bf16_as_accurate_as_dense(on_gpu, name):
+  """As ``test_pallas_bf16_as_accurate_as_dense``: within 2x of dense bf16's
+  error against f32, plus one bf16 ulp of the array's scale; the case is
+  the other one than the f32 test's, so each runs both."""
+  case = [c for c in sorted(T.CASES) if c != CASE_OF[name]][0]
+  truth = T._dense_f32(name, case)
+  dense = T._run("dense", name, case, jnp.bfloat16)
+  got = T._run("pallas", name, case, jnp.bfloat16)
+  for label, t, d, g in zip(["out", "dq", "dk", "dv", "dparams"], truth,
+                            dense, got):
+    assert np.all(np.isfinite(g)), label
+    scale = 1.0 + float(np.max(np.abs(t)))
+    factor = 2.0 if label == "out" else T.BF16_GRAD_FACTOR.get(name, 2.0)
+    assert T._err(t, g) <= factor * T._err(t, d) + 2**-8 * scale, (
+        label, T._err(t, g), T._err(t, d), scale)
+
+
+def test_gpu_per_head_key_mask_equals_dense(on_gpu):
+  """A key mask that differs per head (the mask's head index in the
+  BlockSpec), ragged lengths, a learnable per-head parameter."""
+  q, k, v, _ = T._inputs(24, 40)
+  mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (T.B, T.H, 1, 40))
+  params = {"s_scale": jnp.asarray(T.PARAMS["ssmax"]["s_scale"])}
+
+  def loss(impl, q, k, v, params):
+    out = dot_product_attention(q, k, v, normalizer="ssmax", mask=mask,
+                                normalizer_params=params,
+                                implementation=impl, chunk_size=16)
+    return jnp.sum(jnp.cos(out)), out
+
+  results = {}
+  for impl in ("dense", "pallas"):
+    fn = jax.jit(jax.value_and_grad(lambda *a, impl=impl: loss(impl, *a),
+                                    argnums=(0, 1, 2, 3), has_aux=True))
+    (_, out), (dq, dk, dv, dp) = fn(q, k, v, params)
+    results[impl] = [out, dq, dk, dv, dp["s_scale"]]
+  for a, b in zip(results["pallas"], results["dense"]):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+
+
+def test_gpu_path_is_the_triton_kernels(on_gpu):
+  q, k, v, mask = T._inputs(24, 40)
+  jaxpr = str(jax.make_jaxpr(lambda q: dot_product_attention(
+      q, k, v, normalizer="sigmoid", mask=mask, implementation="pallas"))(q))
+  assert "softattn_gpu_forward" in jaxpr and "softattn_forward" not in jaxpr
+
+
+def test_f32_matmul_precision_follows_jax_setting():
+  """Triton runs a DEFAULT-precision f32 dot in TF32 (as XLA's GPU dots);
+  under ``jax.default_matmul_precision("highest")`` every dot of the kernels
+  asks for IEEE f32 (the kernel is traced in the caller's context)."""
+  q = jnp.zeros((1, 32, 1, 16))
+  norm = N.get("sigmoid")
+  f = lambda q: gpu.gpu_attention(  # noqa: E731
+      q, q, q, norm, norm.resolve(None, head_dim=16), None, 0.25, False,
+      interpret=False)
+  assert "Precision.HIGHEST" not in str(jax.make_jaxpr(f)(q))
+  with jax.default_matmul_precision("highest"):
+    jaxpr = str(jax.make_jaxpr(f)(q))
+  assert jaxpr.count("dot_general") == jaxpr.count(
+      "precision=(Precision.HIGHEST, Precision.HIGHEST)") == 2
+
+
+def test_gpu_refusals_name_the_reason(on_gpu):
+  q = jnp.zeros((1, 8, 1, 8))
+  with pytest.raises(ValueError, match="Triton lowering lacks erf.*'chunked'"):
+    dot_product_attention(q, q, q, normalizer="laplace",
+                          implementation="pallas")
+  q12 = jnp.zeros((1, 8, 1, 12))
+  with pytest.raises(ValueError, match="head dim that is a power of two"):
+    dot_product_attention(q12, q12, q12, implementation="pallas")
+  with pytest.raises(ValueError, match="power-of-two block sizes"):
+    dot_product_attention(q, q, q, implementation="pallas", chunk_size=24)
+
+
+def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
+  pick = lambda n, shape=(1, 1, 4096, 4096), d=64, dv=None: (  # noqa: E731
+      attention._auto(N.get(n), shape, d, None, None, False, False,
+                      N.get(n).resolve(None, head_dim=d), dv=dv))
+  assert pick("sigmoid") == "pallas"
+  assert pick("softmax", shape=(1, 1, 196, 196)) == "pallas"
+  assert pick("softmax", shape=(1, 1, 128, 128)) == "dense"
+  assert pick("laplace") == "chunked"       # erf: XLA
+  assert pick("softmax", d=96) == "chunked"  # not a power of two
+  assert pick("softmax", dv=96) == "chunked"
+  assert pick("sparsemax") == "dense"
+
+
+def test_gpu_block_rule():
+  """Powers of two >= 16; short sequences take one block of the next power
+  of two (tail masked); D = 256 takes smaller blocks."""
+  for d in (64, 128, 256):
+    for kernel in ("forward", "backward"):
+      for length in (49, 196, 4096):
+        bq, bk = gpu_tile.block_sizes(length, length, d, kernel)
+        assert gpu_tile.is_pow2(bq) and gpu_tile.is_pow2(bk)
+        assert 16 <= bq <= max(16, pl.next_power_of_2(length))
+  assert gpu_tile.block_sizes(49, 49, 64) == (64, 64)
+  assert (np.prod(gpu_tile.block_sizes(4096, 4096, 256))
+          < np.prod(gpu_tile.block_sizes(4096, 4096, 128)))
+
+
+def _lower_for_cuda(name, d=64, length=200, causal=False, dtype=jnp.bfloat16):
+  """Forward+backward lowered for CUDA; returns the StableHLO text."""
+  norm = N.get(name)
+  params = {k: jnp.asarray(v) for k, v in T.PARAMS.get(name, {}).items()}
+  p = norm.resolve(params, head_dim=d)
+  x = jax.ShapeDtypeStruct((2, length, T.H, d), dtype)
+  mask = None if causal else jnp.ones((2, 1, 1, length), bool)
+
+  def loss(q, k, v):
+    out = gpu.gpu_attention(q, k, v, norm, p, mask, d ** -0.5, causal)
+    return jnp.sum(out.astype(jnp.float32))
+
+  lowered = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(x, x, x).lower(
+      lowering_platforms=("cuda",))
+  return lowered.as_text()
+
+
+@pytest.mark.parametrize("name", GPU_FUSED)
+def test_every_gpu_kernel_lowers_to_triton(name):
+  """Pallas' Triton lowering accepts every kernel of every supported
+  normalizer (forward, dQ, dK/dV; moments add two), ragged L = 200 with
+  64-row blocks, bf16; the two cases alternate as in the f32 test."""
+  hlo = _lower_for_cuda(name, causal=CASE_OF[name] == "causal")
+  expected = 5 if N.get(name).needs == "moments" else 3
+  assert hlo.count("__gpu$xla.gpu.triton") == expected, name
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+def test_head_dims_lower_to_triton(d, dtype):
+  assert _lower_for_cuda("softmax", d=d, length=1000, causal=True,
+                         dtype=dtype).count("__gpu$xla.gpu.triton") == 3
+
+
+def test_erf_does_not_lower_to_triton():
+  """The reason laplace stays on XLA, checked against the lowering itself
+  (bypassing ``unsupported_reason``)."""
+  norm = N.get("laplace")
+  cfg = pallas.tile.Config(
+      norm=norm, static_params=tuple(sorted(
+          norm.resolve(None, head_dim=64).items())),
+      param_names=(), scale=0.125, causal=False, lq=64, lk=64, bq=64, bk=64,
+      has_mask=False, chip="gpu", interpret=False, d=64, dv=64)
+  x = jax.ShapeDtypeStruct((1, 64, 1, 64), jnp.bfloat16)
+  rows = jax.ShapeDtypeStruct((1, 1, 1, 64), jnp.float32)
+  fwd = lambda q, k, v, r: gpu_forward.attention(  # noqa: E731
+      cfg, q, k, v, r, None)
+  with pytest.raises(NotImplementedError, match="erf"):
+    jax.jit(fwd).trace(x, x, x, rows).lower(lowering_platforms=("cuda",))
