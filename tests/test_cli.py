@@ -63,7 +63,7 @@ BAD_INPUTS = [
                      "--config.model.normalizer=relu_seqlen(act=gelux)"],
      r"act='gelux' is invalid; it must be one of relu, relu2, gelu, gelu_exact"),
     ("unknown_normalizer", [f"--config={QUICK}:runlocal,normalizer=sofmax", WD],
-     r"unknown normalizer 'sofmax'; valid names: cos_max, "),
+     r"unknown normalizer 'sofmax'; valid names: (\w+, )+softmax, "),
     ("unparsable_normalizer", [f"--config={QUICK}:runlocal", WD,
                                "--config.model.normalizer=normsoftmax(gamma="],
      r"cannot parse normalizer spec"),

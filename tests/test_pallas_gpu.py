@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from softattn import attention, dot_product_attention, pallas
+from softattn.modes import MODES
 from softattn import normalizers as N
 from softattn.pallas import gpu, gpu_forward, gpu_tile
 from tests import test_pallas as T
@@ -54,13 +55,19 @@ CASE_OF = {n: sorted(T.CASES)[i % 2] for i, n in enumerate(GPU_FUSED)}
 
 
 def test_every_fused_normalizer_but_erf_ones_runs_on_gpu():
-  """Only ``erf`` (which Triton lacks) keeps a fused normalizer off GPU."""
+  """Only ``erf`` (which Triton lacks) keeps a one-pass fused normalizer off
+  GPU; the threshold streams (sparsemax, entmax15: passes of the TPU
+  kernels) are refused there with the chunked path named."""
   assert set(BF16) <= set(GPU_FUSED)
   assert "laplace" in NO_GPU and len(GPU_FUSED) >= 25
+  assert {"sparsemax", "entmax15"} <= set(NO_GPU)
   for name in NO_GPU:
     norm = N.get(name)
     reason = gpu.unsupported_reason(norm, norm.resolve(None, head_dim=T.D))
-    assert "lacks erf" in reason, (name, reason)
+    if norm.mode in MODES:
+      assert "lacks erf" in reason, (name, reason)
+    else:
+      assert "TPU kernels only" in reason and "'chunked'" in reason, reason
 
 
 @pytest.mark.parametrize("name", GPU_FUSED)
@@ -149,6 +156,10 @@ def test_gpu_refusals_name_the_reason(on_gpu):
     dot_product_attention(q12, q12, q12, implementation="pallas")
   with pytest.raises(ValueError, match="power-of-two block sizes"):
     dot_product_attention(q, q, q, implementation="pallas", chunk_size=24)
+  with pytest.raises(ValueError, match="TPU kernels only; on GPU use "
+                     "implementation='chunked'"):
+    dot_product_attention(q, q, q, normalizer="sparsemax",
+                          implementation="pallas")
 
 
 def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
@@ -161,7 +172,8 @@ def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
   assert pick("laplace") == "chunked"       # erf: XLA
   assert pick("softmax", d=96) == "chunked"  # not a power of two
   assert pick("softmax", dv=96) == "chunked"
-  assert pick("sparsemax") == "dense"
+  assert pick("sparsemax") == "chunked"     # streams; never fused on GPU
+  assert pick("sparsemax", shape=(1, 1, 196, 196)) == "dense"
 
 
 def test_gpu_block_rule():
