@@ -19,7 +19,6 @@ import time
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from softattn import events, metrics, paths, runstate
@@ -61,21 +60,6 @@ def _objects(prefix):
   fs = gcs_emulator.filesystem()
   root = f"{gcs_emulator.BUCKET}/{prefix}/"
   return sorted(f[len(root):] for f in fs.find(root))
-
-
-def _final_params(workdir):
-  with ocp.CheckpointManager(workdir + "/checkpoints") as mngr:
-    step = mngr.latest_step()
-    state = mngr.restore(step, args=ocp.args.StandardRestore())
-  return step, jax.tree.map(np.asarray, state["params"])
-
-
-def _assert_bitwise_equal(a, b):
-  la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-  assert len(la) == len(lb) and la
-  for x, y in zip(la, lb):
-    assert x.dtype == y.dtype and x.shape == y.shape
-    assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
 
 
 def _env(tmp, cache):
@@ -215,10 +199,10 @@ def test_sigkill_mid_run_resumes_from_the_bucket_bitwise(straight, compile_cache
           if n.startswith("checkpoints/")} == {"2"}
   assert runstate.read(wd).state == "running"  # resumable
   train_runner.run(_spec(wd))  # the same run, resumed (here, in-process)
-  s1, p1 = _final_params(straight[0])
-  s2, p2 = _final_params(wd)
+  s1, p1 = train_runner.final_params(straight[0])
+  s2, p2 = train_runner.final_params(wd)
   assert s1 == s2 == 6
-  _assert_bitwise_equal(p1, p2)
+  train_runner.assert_bitwise_equal(p1, p2)
   # Both attempts' parts read as one log: the killed attempt logged step 3,
   # the resumed one redid it from checkpoint 2 and logged it again.
   steps = [r["step"] for r in metrics.read_jsonl(wd + "/metrics.jsonl", "train")
@@ -238,10 +222,10 @@ def test_sigterm_saves_to_the_bucket_then_resumes_bitwise(straight,
   assert {n.split("/")[1] for n in _objects("preempted")
           if n.startswith("checkpoints/")} == {"2", "3"}
   train_runner.run(_spec(wd))
-  s1, p1 = _final_params(straight[0])
-  s2, p2 = _final_params(wd)
+  s1, p1 = train_runner.final_params(straight[0])
+  s2, p2 = train_runner.final_params(wd)
   assert s1 == s2 == 6
-  _assert_bitwise_equal(p1, p2)
+  train_runner.assert_bitwise_equal(p1, p2)
   assert runstate.read(wd).state == "done"
 
 

@@ -7,7 +7,6 @@ import sys
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from softattn import configlib, metrics, train
@@ -27,22 +26,6 @@ def _spec(workdir, **kw):
   overrides = dict(BASE, **kw.pop("overrides", {}))
   return dict(config=kw.pop("config", QUICK), overrides=overrides,
               workdir=str(workdir), num_examples=kw.pop("num_examples", 20), **kw)
-
-
-def _final_params(workdir):
-  d = os.path.join(workdir, "checkpoints")
-  with ocp.CheckpointManager(d) as mngr:
-    step = mngr.latest_step()
-    state = mngr.restore(step, args=ocp.args.StandardRestore())
-  return step, jax.tree.map(np.asarray, state["params"])
-
-
-def _assert_bitwise_equal(a, b):
-  la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-  assert len(la) == len(lb) and la
-  for x, y in zip(la, lb):
-    assert x.dtype == y.dtype and x.shape == y.shape
-    assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
 
 
 def _subprocess(spec, env_extra=None, check=True):
@@ -150,8 +133,8 @@ def test_init_from_another_run_loads_its_weights(straight, tmp_path):
                                      "model.normalizer": "normsoftmax_learnable",
                                      "init_from.path": str(straight[0])})
   train_runner.run(_spec(tmp_path, overrides=over))
-  _, src = _final_params(straight[0])
-  _, got = _final_params(tmp_path)
+  _, src = train_runner.final_params(straight[0])
+  _, got = train_runner.final_params(tmp_path)
   flat = lambda t: {"/".join(str(getattr(k, "key", k)) for k in p): v
                     for p, v in jax.tree_util.tree_flatten_with_path(t)[0]}
   src, got = flat(src), flat(got)
@@ -182,10 +165,10 @@ def test_sigterm_saves_and_resume_is_bitwise_identical(straight, tmp_path):
   assert "SIGTERM" in status["message"]
   assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
   train_runner.run(_spec(tmp_path, overrides=RESUME))
-  s1, p1 = _final_params(straight[0])
-  s2, p2 = _final_params(tmp_path)
+  s1, p1 = train_runner.final_params(straight[0])
+  s2, p2 = train_runner.final_params(tmp_path)
   assert s1 == s2 == 6
-  _assert_bitwise_equal(p1, p2)
+  train_runner.assert_bitwise_equal(p1, p2)
   # The times add up over the two attempts (each compiles, so more than 1x).
   resumed = json.load(open(tmp_path / "status.json"))
   for k in ("wall_seconds", "core_seconds"):
@@ -202,10 +185,10 @@ def test_sigkill_mid_run_then_resume_is_bitwise_identical(straight, tmp_path,
   status = json.load(open(tmp_path / "status.json"))
   assert status["state"] == "running"  # nobody said otherwise: resumable
   train_runner.run(_spec(tmp_path, overrides=RESUME))
-  s1, p1 = _final_params(straight[0])
-  s2, p2 = _final_params(tmp_path)
+  s1, p1 = train_runner.final_params(straight[0])
+  s2, p2 = train_runner.final_params(tmp_path)
   assert s1 == s2 == 6
-  _assert_bitwise_equal(p1, p2)
+  train_runner.assert_bitwise_equal(p1, p2)
 
 
 def test_ema_bf16_compute_and_param_groups(tmp_path, compile_cache):
@@ -216,7 +199,7 @@ def test_ema_bf16_compute_and_param_groups(tmp_path, compile_cache):
       "optimizer.groups": [dict(pattern="MultiHeadDotProductAttention",
                                 name="sgd", base_lr=0.1, momentum=0.0)]}))
   assert np.isfinite(final["eval_loss"]) and np.isfinite(final["eval_ema_loss"])
-  _, params = _final_params(tmp_path)
+  _, params = train_runner.final_params(tmp_path)
   assert all(p.dtype == np.float32 for p in jax.tree.leaves(params))  # fp32 master
 
 
@@ -238,7 +221,7 @@ def test_diverging_normalizer_stops_with_step_and_keeps_last_good(tmp_path,
   status = json.load(open(wd / "status.json"))
   assert (status["state"], status["kind"], status["step"]) == (
       "failed", "nonfinite", bad_step) and status["message"] == msg
-  last, params = _final_params(wd)
+  last, params = train_runner.final_params(wd)
   assert 1 <= last < bad_step
   assert f"last good checkpoint is step {last}" in msg
   assert all(np.all(np.isfinite(p)) for p in jax.tree.leaves(params))

@@ -66,5 +66,29 @@ def run(spec: dict):
   return final
 
 
+
+def final_params(workdir):
+  """``(step, params as numpy)`` of a workdir's latest Orbax checkpoint
+  (local or gs://)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  with ocp.CheckpointManager(os.path.join(os.fspath(workdir), "checkpoints")) as mngr:
+    step = mngr.latest_step()
+    state = mngr.restore(step, args=ocp.args.StandardRestore())
+  return step, jax.tree.map(np.asarray, state["params"])
+
+
+def assert_bitwise_equal(a, b):
+  """Two pytrees of arrays are equal bit for bit (dtype, shape, bytes)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+  assert len(la) == len(lb) and la
+  for x, y in zip(la, lb):
+    assert x.dtype == y.dtype and x.shape == y.shape
+    assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
 if __name__ == "__main__":
   run(json.loads(sys.argv[1]))
