@@ -36,7 +36,28 @@ from tensorboard.summary.writer import record_writer
 from softattn import paths
 
 
-class EventsWriter(interface.MetricWriter):
+class ScalarsAndTexts(interface.MetricWriter):
+  """A CLU ``MetricWriter`` base for writers of scalars, texts and hparams
+  only: the training loop writes no tensors, images or media, so those
+  methods do nothing (``EventsWriter`` here, ``metrics.JsonlWriter``)."""
+
+  def write_summaries(self, step, values, metadata=None):
+    del step, values, metadata
+
+  def write_images(self, step, images):
+    del step, images
+
+  def write_videos(self, step, videos):
+    del step, videos
+
+  def write_audios(self, step, audios, *, sample_rate):
+    del step, audios, sample_rate
+
+  def write_histograms(self, step, arrays, num_buckets=None):
+    del step, arrays, num_buckets
+
+
+class EventsWriter(ScalarsAndTexts):
   """A CLU ``MetricWriter``: scalars and texts to TensorBoard event files."""
 
   def __init__(self, logdir: paths.PathLike):
@@ -67,22 +88,6 @@ class EventsWriter(interface.MetricWriter):
   def write_hparams(self, hparams: Mapping[str, Any]) -> None:
     self.write_texts(0, {"hparams": "\n".join(
         f"{k}: {v}" for k, v in sorted(hparams.items()))})
-
-  # Arrays, images and media are not written by the training loop.
-  def write_summaries(self, step, values, metadata=None):
-    del step, values, metadata
-
-  def write_images(self, step, images):
-    del step, images
-
-  def write_videos(self, step, videos):
-    del step, videos
-
-  def write_audios(self, step, audios, *, sample_rate):
-    del step, audios, sample_rate
-
-  def write_histograms(self, step, arrays, num_buckets=None):
-    del step, arrays, num_buckets
 
   def flush(self) -> None:
     self._log.flush()

@@ -37,7 +37,7 @@ def _jsonable(v: Any) -> Any:
   return v
 
 
-class JsonlWriter(interface.MetricWriter):
+class JsonlWriter(events.ScalarsAndTexts):
   """A CLU ``MetricWriter`` appending one JSON object per split and step.
 
   Appends to a ``paths.AppendLog``: the file itself locally, whole-object
@@ -66,21 +66,6 @@ class JsonlWriter(interface.MetricWriter):
 
   def write_texts(self, step, texts):
     self._write(step, texts)
-
-  def write_summaries(self, step, values, metadata=None):
-    del step, values, metadata  # tensors belong in TensorBoard only
-
-  def write_images(self, step, images):
-    del step, images
-
-  def write_videos(self, step, videos):
-    del step, videos
-
-  def write_audios(self, step, audios, *, sample_rate):
-    del step, audios, sample_rate
-
-  def write_histograms(self, step, arrays, num_buckets=None):
-    del step, arrays, num_buckets
 
   def write_hparams(self, hparams):
     self._write(0, {f"info/hparams/{k}": _jsonable(v) for k, v in hparams.items()})
