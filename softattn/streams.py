@@ -81,6 +81,35 @@ def _row_sum(x):
   return jnp.sum(x, axis=-1, keepdims=True)
 
 
+def newton_step(tau, s0, s1, pw):
+  """One Newton step on ``f(tau) = sum_j [(alpha-1) t_j - tau]_+^pw - 1``
+  given ``s0 = sum x^pw`` and ``s1 = sum x^(pw-1)`` (``f' = -pw s1``); rows
+  with no key above ``tau`` (``s1 = 0``) stay. Returns ``(tau', step)``."""
+  step = jnp.where(s1 > 0, (s0 - 1.0) / (pw * jnp.where(s1 > 0, s1, 1.0)),
+                   0.0)
+  return tau + step, step
+
+
+def search_threshold(newton, tau0, max_passes, tol):
+  """``newton(tau) -> (tau', step)`` repeated under ``lax.while_loop`` until
+  every row's step is within ``tol * (1 + |tau|)`` or ``max_passes`` ran; no
+  gradient flows through the search (the caller takes one differentiable
+  step from the result: the implicit-function gradient)."""
+  def more(state):
+    i, _, done = state
+    return jnp.logical_and(i < max_passes, jnp.logical_not(jnp.all(done)))
+
+  def search(state):
+    i, tau, _ = state
+    tau, step = newton(tau)
+    return i + 1, tau, jnp.abs(step) <= tol * (1.0 + jnp.abs(tau))
+
+  tau0 = jax.lax.stop_gradient(tau0)
+  _, tau, _ = jax.lax.while_loop(
+      more, search, (0, tau0, jnp.zeros(tau0.shape, bool)))
+  return tau
+
+
 def _threshold_run(alpha, scan_keys, rows, dv, dtype, p):
   a1 = alpha - 1.0
   pw = 1.0 / a1
@@ -104,21 +133,10 @@ def _threshold_run(alpha, scan_keys, rows, dv, dtype, p):
       return carry[0] + _row_sum(_power(x, pw)), carry[1] + _row_sum(
           _power(x, pw - 1.0))
     s0, s1 = scan_keys(sums, (col, col), frozen=frozen)
-    step = jnp.where(s1 > 0, (s0 - 1.0) / (pw * jnp.where(s1 > 0, s1, 1.0)),
-                     0.0)
-    return tau + step, step
+    return newton_step(tau, s0, s1, pw)
 
-  def more(state):
-    i, _, done = state
-    return jnp.logical_and(i < max_passes, jnp.logical_not(jnp.all(done)))
-
-  def search(state):
-    i, tau, _ = state
-    tau, step = newton(tau, frozen=True)
-    return i + 1, tau, jnp.abs(step) <= tol * (1.0 + jnp.abs(tau))
-
-  _, tau, _ = jax.lax.while_loop(
-      more, search, (0, jax.lax.stop_gradient(tau0), col > 0))
+  tau = search_threshold(lambda t: newton(t, frozen=True), tau0, max_passes,
+                         tol)
   tau, _ = newton(jax.lax.stop_gradient(tau), frozen=False)
 
   def accumulate(acc, t, valid, v):

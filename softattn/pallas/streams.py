@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from softattn.normalizers.core import Normalizer
-from softattn.streams import _power
+from softattn.streams import _power, newton_step, search_threshold
 
 
 def _derived(norm: Normalizer, a1: float, g) -> Normalizer:
@@ -67,20 +67,9 @@ def threshold_attention(attend, query, key, value, norm, p):
   def newton(tau, q=fq, k=fk):
     s0 = row_sum(lambda x: _power(jax.nn.relu(x), pw), tau, q, k)
     s1 = row_sum(lambda x: _power(jax.nn.relu(x), pw - 1.0), tau, q, k)
-    step = jnp.where(s1 > 0, (s0 - 1.0) / (pw * jnp.where(s1 > 0, s1, 1.0)),
-                     0.0)
-    return tau + step, step
+    return newton_step(tau, s0, s1, pw)
 
-  def more(state):
-    i, _, done = state
-    return jnp.logical_and(i < max_passes, jnp.logical_not(jnp.all(done)))
-
-  def search(state):
-    i, tau, _ = state
-    tau, step = newton(tau)
-    return i + 1, tau, jnp.abs(step) <= tol * (1.0 + jnp.abs(tau))
-
-  _, tau, _ = jax.lax.while_loop(more, search, (0, tau0, zero > 0))
+  tau = search_threshold(newton, tau0, max_passes, tol)
   tau, _ = newton(jax.lax.stop_gradient(tau), query, key)
   weights = _derived(norm, a1, lambda x: _power(jax.nn.relu(x), pw))
   return attend(query, key, value, weights, {**p, "tau": tau})
