@@ -2,6 +2,7 @@
 gradients, numerical range and error messages."""
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -423,6 +424,24 @@ def test_stablemax_and_laplace_shapes():
   # Mega's Laplace: the Gaussian CDF at mu is 1/2; x = s / n with n = 5 keys.
   w = N.laplace(jnp.asarray([5 * math.sqrt(0.5)] * 5))
   np.testing.assert_allclose(w, 0.5, rtol=1e-12)
+
+
+def test_laplace_derivative_is_jax_erf_derivative_without_accuracy_ops():
+  # laplace differentiates erf by hand (plain exp(-z^2)) because jax >= 0.12
+  # differentiates it through exp(accuracy=HIGHEST), which Mosaic TPU cannot
+  # lower. First and second derivatives must still be erf's own.
+  s = jnp.asarray(np.random.default_rng(3).normal(size=(7,)) * 3.0)
+  plain = lambda x: 0.5 * (1 + jax.lax.erf(  # noqa: E731
+      (x / 7 - math.sqrt(0.5)) / (math.sqrt(0.25 / math.pi) * math.sqrt(2))))
+  ours = lambda x: N.laplace(x)  # noqa: E731
+  for order in (1, 2):
+    d_ours, d_plain = ours, plain
+    for _ in range(order):
+      d_ours = jax.grad(lambda x, f=d_ours: jnp.sum(jnp.sin(f(x))))
+      d_plain = jax.grad(lambda x, f=d_plain: jnp.sum(jnp.sin(f(x))))
+    np.testing.assert_allclose(d_ours(s), d_plain(s), rtol=1e-10, atol=1e-14)
+  jaxpr = str(jax.make_jaxpr(jax.grad(lambda x: jnp.sum(ours(x))))(s))
+  assert set(re.findall(r"accuracy=(\w+)", jaxpr)) <= {"None"}, jaxpr
 
 
 @pytest.mark.parametrize("name", ["softmax_sink", "consmax", "lssar"])
