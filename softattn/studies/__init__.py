@@ -4,6 +4,9 @@
 * ``stats``: paired t tests, TOST, t intervals;
 * ``claims``: ``Claim``, ``Verdict``, ``judge`` and the stated ``RULE``;
 * ``render``: the one RESULTS.md renderer and the summary of all studies;
+* ``template``: a study's hand-written RESULTS.md template, its
+  placeholders filled from the data and its expectations checked;
+* ``plotspec``: plots declared as data, drawn by one function;
 * ``plots``: CI error bars, seed counts, labelled axes, no hidden lines;
 * ``probes``: checkpoints, sown attention weights, and ``probed``, the
   checkpoint loop every study's probe runs;

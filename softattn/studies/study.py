@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Sequence
 
 from softattn import paths
 from softattn.studies import claims as claims_lib
-from softattn.studies import render, runs as runs_lib
+from softattn.studies import plotspec, render, runs as runs_lib
 from softattn.studies.claims import Claim, Verdict
 from softattn.studies.runs import Run
 
@@ -39,9 +39,10 @@ class Study:
   parts: Mapping[str, str]
   claims: Sequence[Claim]
   sections: Callable[[Sequence[Run], Mapping[str, Verdict], str],
-                     tuple[list, list]]
-  setting: Callable[[Sequence[Run]], str]
-  regime: Callable[[Sequence[Run], Mapping[str, Verdict]], list[str]]
+                     tuple[list, list]] | None = None
+  setting: Callable[[Sequence[Run]], str] | None = None
+  regime: Callable[[Sequence[Run], Mapping[str, Verdict]],
+                   list[str]] | None = None
   focus: Mapping[str, str] = dataclasses.field(default_factory=dict)
   optional: Mapping[str, str] = dataclasses.field(default_factory=dict)
   fields: Sequence[str] = ()
@@ -49,6 +50,13 @@ class Study:
       dataclasses.field(default_factory=dict)
   series: Sequence[str] = ()
   probe: Callable[[Sequence[Run], str], None] | None = None
+  # A templated study (in place of sections / setting / regime): the
+  # hand-written RESULTS.md template, the tables, plots and facts it names.
+  template: str | None = None
+  tables: Mapping[str, render.Table] = dataclasses.field(default_factory=dict)
+  plots: Mapping[str, plotspec.Plot] = dataclasses.field(default_factory=dict)
+  facts: Mapping[str, Callable[[Sequence[Run], Mapping[str, Verdict]],
+                               str]] = dataclasses.field(default_factory=dict)
 
   def all_parts(self) -> dict[str, str]:
     """Every part the report reads (``optional`` ones run only on request,
@@ -90,17 +98,37 @@ def verdicts(study: Study, runs: Sequence[Run]) -> dict[str, Verdict]:
   return claims_lib.judge_all(study.claims, runs)
 
 
-def report(study: Study, csv_path: str, out: str) -> list[str]:
-  """RESULTS.md and the plots in ``out``, from ``csv_path`` alone."""
+def _plot(study: Study, name: str, runs, out: str) -> str | None:
+  """Draws the plot ``name`` into ``out/<name>.png`` (None: no data)."""
+  spec, path = study.plots[name], paths.join(out, f"{name}.png")
+  return plotspec.draw(spec, path, runs, study.claims)
+
+
+def report(study: Study, csv_path: str, out: str, *,
+           check: bool = True) -> list[str]:
+  """RESULTS.md and the plots in ``out``, from ``csv_path`` alone
+  (``check=False``: the template's expectations are not checked)."""
   runs = runs_lib.read_csv(csv_path)
   ver = verdicts(study, runs)
   paths.makedirs(out)
-  sections, files = study.sections(runs, ver, out)
   rel = f"experiments/{study.name}/{study.csv_name}"
+  command = f"python experiments/{study.name}/report.py --from-csv {rel}"
+  if study.template:
+    files = {k: _plot(study, k, runs, out) for k in study.plots}
+    path = render.from_template(
+        paths.join(out, "RESULTS.md"), study.template, data=rel,
+        command=command, runs=runs, claims=study.claims, verdicts=ver,
+        tables=study.tables, images={
+            k: render.image(f, study.plots[k].title)
+            for k, f in files.items()},
+        facts={k: f(runs, ver) for k, f in study.facts.items()},
+        check=check)
+    return [path] + [f for f in files.values() if f]
+  sections, files = study.sections(runs, ver, out)
   path = render.results(
       paths.join(out, "RESULTS.md"), title=study.title,
-      command=f"python experiments/{study.name}/report.py --from-csv {rel}",
-      data=rel, paper=study.paper, setting=study.setting(runs),
+      command=command, data=rel, paper=study.paper,
+      setting=study.setting(runs),
       regime=study.regime(runs, ver), runs=runs, claims=study.claims,
       verdicts=ver, sections=sections)
   return [path] + [f for f in files if f]
@@ -125,6 +153,9 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
                  help="which scale's runs the workdir holds")
   p.add_argument("--no_probes", action="store_true",
                  help="skip the checkpoint probes when exporting")
+  p.add_argument("--unchecked", action="store_true",
+                 help="do not check the template's expectations (a report "
+                 "from synthetic runs, which the prose does not describe)")
   p.add_argument("--merge-csv", dest="merge_csv",
                  help="with --workdir: take the runs the workdir has not "
                  "started from this runs.csv (e.g. the committed one, to "
@@ -145,6 +176,6 @@ def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
            extra=a.set, scale=a.scale, probe=not a.no_probes,
            merge_csv=a.merge_csv)
     print(f"wrote {csv_path}")
-  for f in report(study, csv_path, a.out):
+  for f in report(study, csv_path, a.out, check=not a.unchecked):
     print(f"wrote {f}")
   return 0

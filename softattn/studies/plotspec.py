@@ -1,0 +1,236 @@
+"""Plots declared as data, drawn by one function (``draw``).
+
+A study declares each figure as a ``Plot``: its panels, each a ``Points``
+(a metric per selection of runs against an x value or another metric),
+``Curves`` (a training series over steps) or ``Paired`` (the per-pair
+contrasts of claims, as the rule judges them). The drawing rules hold for
+every study:
+
+* one colour per series label across every panel of a figure;
+* every seed is a point; the mean gets a 95 % t interval only from
+  ``MIN_BAND`` seeds up (with fewer, an interval of 2 seeds spans most of
+  the axis and says nothing): hollow mean markers mark those points;
+* series that share x values are dodged sideways so none hides another;
+* a paired-difference panel draws each pair's contrast, its mean and the
+  null (0, or 1 for a ratio), so "paired by seed" is visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from softattn.studies import claims as claims_lib
+from softattn.studies import plots, stats
+from softattn.studies.claims import Claim, Metric
+from softattn.studies.runs import Run, select
+
+MIN_BAND = 3   # seeds from which a mean gets its 95 % interval
+
+Selection = Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Points:
+  """``y`` over the runs of each (x, selection) point of each series;
+  ``x_metric``: x is that metric's mean over the same runs instead of the
+  declared x. ``reference``: a (label, selection) drawn as a horizontal
+  line (e.g. the baseline every curve is compared with)."""
+  title: str
+  y: Metric
+  xlabel: str
+  series: Mapping[str, Sequence[tuple[float, Selection]]]
+  x_metric: Metric | None = None
+  logx: bool = False
+  dodge: float = 0.02
+  reference: tuple[str, Selection] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Curves:
+  """The mean over seeds of ``<split>/<metric>`` per group over steps; the
+  seeds' own curves are drawn thin below ``MIN_BAND`` seeds, a 95 % band
+  from there up."""
+  title: str
+  metric: str
+  ylabel: str
+  groups: Mapping[str, Selection]
+  split: str = "train"
+  scale: float = 1.0
+  logy: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Paired:
+  """Per-pair contrasts (lhs - rhs, or lhs / rhs) of each claim named in
+  ``claims`` (label -> claim id)."""
+  title: str
+  claims: Mapping[str, str]
+  ylabel: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+  """One figure: ``title`` is its alt text in RESULTS.md."""
+  title: str
+  panels: Sequence[Points | Curves | Paired]
+  size: tuple[float, float] = (5.0, 3.8)
+
+
+def palette(plot: Plot) -> dict[str, str]:
+  """One colour per series label, in order of first appearance; a paired
+  label "relu, small" takes the colour of the series "relu" when there is
+  one."""
+  labels: list[str] = []
+  for p in plot.panels:
+    if not isinstance(p, Paired):
+      labels += [k for k in (p.series if isinstance(p, Points) else p.groups)
+                 if k not in labels]
+  colors = {k: f"C{i % 10}" for i, k in enumerate(labels)}
+  for p in plot.panels:
+    if isinstance(p, Paired):
+      for k in p.claims:
+        colors.setdefault(k, colors.get(k.split(", ")[0],
+                                        f"C{len(colors) % 10}"))
+  return colors
+
+
+def _values(runs: Sequence[Run], where: Selection, m: Metric) -> list[float]:
+  vals = [m.of(r) for r in select(runs, where) if r.done]
+  return [v for v in vals if v is not None]
+
+
+def _mean_ci(ax, x: float, vals: Sequence[float], color: str,
+             marker: str) -> float:
+  """Every value as a small dot, the mean as a marker with its 95 %
+  interval (``MIN_BAND`` seeds up; hollow, no bar, below)."""
+  ax.plot([x] * len(vals), vals, ls="none", marker=".", ms=3, alpha=0.5,
+          color=color)
+  s = stats.summarize(vals)
+  if s.n >= MIN_BAND:
+    ax.errorbar([x], [s.mean], yerr=[s.half or 0.0], marker=marker, ms=5,
+                capsize=3, color=color)
+  else:
+    ax.plot([x], [s.mean], marker=marker, ms=5, mfc="none", color=color)
+  return s.mean
+
+
+def _points(ax, p: Points, runs, colors) -> int:
+  items = list(p.series.items())
+  mid = (len(items) - 1) / 2
+  drawn = 0
+  for i, (label, pts) in enumerate(items):
+    marker, off = plots.MARKERS[i % len(plots.MARKERS)], (i - mid) * p.dodge
+    line, ns = [], []
+    for x, where in pts:
+      vals = _values(runs, where, p.y)
+      if not vals:
+        continue
+      if p.x_metric is not None:
+        xs = _values(runs, where, p.x_metric)
+        if not xs:
+          continue
+        x = float(np.mean(xs))
+      x = x * 2 ** off if p.logx else x + off
+      line.append((x, _mean_ci(ax, x, vals, colors[label], marker)))
+      ns.append(len(vals))
+    if line:
+      line.sort()
+      ax.plot(*zip(*line), ls=":", lw=1, color=colors[label])
+      ax.plot([], [], ls=":", color=colors[label], marker=marker,
+              label=plots.seeds_label(label, ns))
+      drawn += 1
+  if p.reference is not None:
+    label, where = p.reference
+    vals = _values(runs, where, p.y)
+    if vals:
+      s = stats.summarize(vals)
+      ax.axhline(s.mean, color="k", ls="--",
+                 label=plots.seeds_label(label, [s.n]))
+      if s.n >= MIN_BAND and s.ci:
+        ax.axhspan(*s.ci, color="k", alpha=0.08)
+  if p.logx:
+    ax.set_xscale("log")
+  ax.set_xlabel(p.xlabel + (" (series dodged sideways)" if p.dodge and
+                            len(items) > 1 else ""))
+  ax.set_ylabel(p.y.name)
+  return drawn
+
+
+def _curves(ax, p: Curves, runs, colors) -> int:
+  drawn = 0
+  for i, (label, where) in enumerate(p.groups.items()):
+    got = [r.curve(p.metric, p.split) for r in select(runs, where)
+           if r.done or r.diverged]
+    got = [(s, v) for s, v in got if s.size]
+    if not got:
+      continue
+    n = min(s.size for s, _ in got)
+    steps, vals = got[0][0][:n], np.stack([v[:n] for _, v in got]) * p.scale
+    c = colors[label]
+    ax.plot(steps, vals.mean(0), color=c, lw=1.6,
+            ls=plots.LINESTYLES[i % len(plots.LINESTYLES)],
+            label=plots.seeds_label(label, [len(vals)]))
+    if len(vals) >= MIN_BAND:
+      ci = np.asarray([stats.t_interval(vals[:, j]) for j in range(n)])
+      ax.fill_between(steps, ci[:, 0], ci[:, 1], color=c, alpha=0.15)
+    else:
+      for v in vals:
+        ax.plot(steps, v, color=c, lw=0.6, alpha=0.5)
+    drawn += 1
+  if p.logy:
+    ax.set_yscale("log")
+  ax.set_xlabel("step")
+  ax.set_ylabel(p.ylabel)
+  return drawn
+
+
+def _paired(ax, p: Paired, runs, colors, claims: Mapping[str, Claim]) -> int:
+  drawn, nulls = 0, set()
+  for i, (label, cid) in enumerate(p.claims.items()):
+    if cid not in claims:
+      raise ValueError(f"paired panel {p.title!r}: unknown claim {cid!r}")
+    c = claims[cid]
+    diffs, _ = claims_lib.pairs(c, runs)
+    nulls.add(c.null)
+    if diffs:
+      _mean_ci(ax, i, diffs, colors[label], plots.MARKERS[i % len(
+          plots.MARKERS)])
+      drawn += 1
+  for null in nulls:
+    ax.axhline(null, color="k", lw=0.8)
+  ax.set_xticks(range(len(p.claims)))
+  ax.set_xticklabels([plots.seeds_label(k, [len(claims_lib.pairs(
+      claims[c], runs)[0])]) for k, c in p.claims.items()], rotation=30,
+                     ha="right", fontsize=7)
+  ax.set_xlabel("claim (pairs)")
+  ax.set_ylabel(p.ylabel)
+  return drawn
+
+
+def draw(plot: Plot, path: str, runs: Sequence[Run],
+         claims: Sequence[Claim] = ()) -> str | None:
+  """Draws ``plot`` into ``path``; None (and no file) when no panel has
+  data."""
+  colors = palette(plot)
+  by_id = {c.id: c for c in claims}
+  fig, axes = plots.subplots(len(plot.panels), size=plot.size)
+  fig.suptitle(f"{plot.title}: dots are seeds; filled markers are means "
+               f"with a 95 % CI ({MIN_BAND}+ seeds), hollow ones means of "
+               "fewer seeds (no interval)", fontsize=9)
+  drawn = 0
+  for ax, p in zip(axes[0], plot.panels):
+    n = (_points(ax, p, runs, colors) if isinstance(p, Points) else
+         _curves(ax, p, runs, colors) if isinstance(p, Curves) else
+         _paired(ax, p, runs, colors, by_id))
+    ax.set_title(p.title, fontsize=9)
+    ax.grid(alpha=0.3)
+    if n and ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=6)
+    drawn += n
+  if not drawn:
+    plots.pyplot().close(fig)
+    return None
+  return plots.save(fig, path)

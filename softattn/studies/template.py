@@ -1,0 +1,204 @@
+"""A study's RESULTS.md from a hand-written template: prose by a person,
+numbers, tables and verdicts filled from the data, assertions that fail
+when the prose stops matching the data.
+
+A template (``experiments/<study>/RESULTS.md.tmpl``) is markdown with
+placeholders ``{{kind:argument}}``:
+
+* ``{{generated}}``: what wrote the file and the command that rebuilds it;
+  ``{{summary}}``: the verdict counts; ``{{runs}}``: run counts and measured
+  cost; ``{{rule}}``: ``claims.RULE``;
+* ``{{table:NAME}}``: a ``render.Table`` the study declares;
+  ``{{cell:NAME/ROW/COLUMN}}``: one of its cells (row label, column header);
+* ``{{verdicts:SECTION}}``: the claims table of one ``Claim.section``;
+  ``{{verdict:ID}}`` (the label word), ``{{estimate:ID}}``
+  ("+3.38 [+3.14, +3.62]"), ``{{result:ID}}`` (both: "confirmed (+3.38
+  [+3.14, +3.62])"), ``{{p:ID}}``, ``{{n:ID}}``: one claim's verdict;
+* ``{{image:NAME}}``: a plot the study declares (``plotspec.Plot``);
+* ``{{fact:NAME}}``: a string the study computes from the runs (a number
+  no table or verdict holds, e.g. run-minutes per part);
+* ``{{expect:ID=WORD}}`` (``WORD`` a label, or several joined by ``|``),
+  ``{{expect:ID<0}}`` / ``{{expect:ID>0}}`` (the whole 95 % CI below /
+  above 0): render to nothing, and fail with the template line when the
+  verdict no longer says what the prose next to it says. A line that holds
+  only expectations is dropped.
+
+Every failure is one ``TemplateError`` line naming the template line and
+what to fix (for unknown names: the valid ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Mapping, Sequence
+
+from softattn.studies import claims as claims_lib
+from softattn.studies.claims import Claim, Verdict
+
+PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::([^{}]*))?\}\}")
+
+
+class TemplateError(ValueError):
+  """A template that does not match its study or its data (one line)."""
+
+
+@dataclasses.dataclass
+class Context:
+  """What a template's placeholders read.
+
+  ``fixed``: the argument-less kinds (``generated``, ``summary``, ``runs``,
+  ``rule``), already rendered; ``tables``: name -> markdown and name ->
+  {(row, column): cell}; ``images``: name -> markdown; ``facts``: name ->
+  text; ``shown``: the claim ids a verdicts table has shown so far;
+  ``check=False`` skips the expectations (a report from synthetic runs in
+  a test, whose data are not the ones the prose describes).
+  """
+  claims: Sequence[Claim]
+  verdicts: Mapping[str, Verdict]
+  fixed: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  tables: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  cells: Mapping[str, Mapping[tuple[str, str], str]] = \
+      dataclasses.field(default_factory=dict)
+  images: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  facts: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  shown: set = dataclasses.field(default_factory=set)
+  check: bool = True
+
+
+def _pick(kind: str, name: str, table: Mapping):
+  if name not in table:
+    raise TemplateError(f"unknown {kind} {name!r}; valid: "
+                        f"{', '.join(sorted(table)) or '(none declared)'}")
+  return table[name]
+
+
+def _verdict(ctx: Context, cid: str) -> Verdict:
+  return _pick("claim", cid.strip(), ctx.verdicts)
+
+
+def _p(ctx: Context, cid: str) -> str:
+  v = _verdict(ctx, cid)
+  if v.p is None:
+    raise TemplateError(f"claim {cid!r} has no p-value ({v.word}); "
+                        "write its label ({{verdict:...}}) instead")
+  return f"{v.p:.2g}"
+
+
+def _estimate(ctx: Context, cid: str) -> str:
+  from softattn.studies import render  # pylint: disable=g-import-not-at-top
+  v = _verdict(ctx, cid)
+  if v.estimate is None:
+    raise TemplateError(f"claim {cid!r} has no estimate ({v.word}: "
+                        f"{v.reason}); write its label instead")
+  return render.estimate(v)
+
+
+def _result(ctx: Context, cid: str) -> str:
+  """"contradicted (-3.3 [-5.63, -0.966])": the label and, when the rule
+  gave one, the estimate."""
+  v = _verdict(ctx, cid)
+  return v.word + (f" ({_estimate(ctx, cid)})" if v.estimate is not None
+                   else "")
+
+
+def _verdicts(ctx: Context, section: str) -> str:
+  from softattn.studies import render  # pylint: disable=g-import-not-at-top
+  sections = {c.section for c in ctx.claims if c.section}
+  _pick("section", section.strip(), dict.fromkeys(sections))
+  return render.claims_table([c for c in ctx.claims
+                              if c.section == section.strip()],
+                             ctx.verdicts, ctx.shown)
+
+
+def _cell(ctx: Context, arg: str) -> str:
+  name, sep, rest = arg.partition("/")
+  row, sep2, col = rest.partition("/")
+  if not (sep and sep2):
+    raise TemplateError(f"cell {arg!r}: write {{{{cell:TABLE/ROW/COLUMN}}}}")
+  cells = _pick("table", name, ctx.cells)
+  return _pick(f"cell of table {name!r}", f"{row}/{col}",
+               {f"{r}/{c}": x for (r, c), x in cells.items()})
+
+
+_EXPECT = re.compile(r"^\s*([^=<>\s]+)\s*(=|<|>)\s*(.+?)\s*$")
+
+
+def _expect(ctx: Context, arg: str) -> str:
+  m = _EXPECT.match(arg)
+  if not m:
+    raise TemplateError(f"expect {arg!r}: write {{{{expect:ID=WORD}}}} "
+                        "or {{expect:ID<0}} / {{expect:ID>0}}")
+  cid, op, want = m.groups()
+  v = _verdict(ctx, cid)
+  if not ctx.check:
+    return ""
+  if op == "=":
+    words = [w.strip() for w in want.split("|")]
+    for w in words:
+      _pick("label", w, dict.fromkeys(claims_lib.WORDS))
+    if v.word not in words:
+      raise TemplateError(f"claim {cid} is {v.word}, the prose expects "
+                          f"{' or '.join(words)}; rewrite the prose next "
+                          "to it (or the expectation)")
+    return ""
+  if want != "0":
+    raise TemplateError(f"expect {arg!r}: only {cid}<0 or {cid}>0")
+  ok = v.ci is not None and (v.ci[1] < 0 if op == "<" else v.ci[0] > 0)
+  if not ok:
+    got = "no interval" if v.ci is None else \
+        f"95 % CI [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}]"
+    raise TemplateError(f"claim {cid} has {got}, the prose expects it "
+                        f"all {'below' if op == '<' else 'above'} 0; "
+                        "rewrite the prose next to it")
+  return ""
+
+
+KINDS: dict[str, Callable[[Context, str], str]] = {
+    "table": lambda ctx, a: _pick("table", a.strip(), ctx.tables),
+    "cell": _cell,
+    "verdicts": _verdicts,
+    "verdict": lambda ctx, a: _verdict(ctx, a).word,
+    "result": _result,
+    "estimate": _estimate,
+    "p": _p,
+    "n": lambda ctx, a: str(_verdict(ctx, a).n),
+    "image": lambda ctx, a: _pick("image", a.strip(), ctx.images),
+    "fact": lambda ctx, a: _pick("fact", a.strip(), ctx.facts),
+    "expect": _expect,
+}
+FIXED = ("generated", "summary", "runs", "rule")
+
+
+def _one(ctx: Context, kind: str, arg: str | None) -> str:
+  if kind in FIXED:
+    if arg is not None:
+      raise TemplateError(f"{{{{{kind}}}}} takes no argument")
+    return _pick("fixed placeholder", kind, ctx.fixed)
+  if kind not in KINDS:
+    raise TemplateError(f"unknown placeholder {{{{{kind}:...}}}}; valid: "
+                        f"{', '.join(sorted(KINDS))}, "
+                        f"{', '.join('{{%s}}' % k for k in FIXED)}")
+  if arg is None or not arg.strip():
+    raise TemplateError(f"{{{{{kind}:...}}}} needs an argument")
+  return KINDS[kind](ctx, arg)
+
+
+def fill(text: str, ctx: Context, source: str = "template") -> str:
+  """``text`` with every placeholder filled; a ``TemplateError`` names
+  ``source`` and the line of the first that fails."""
+  out = []
+  for lineno, line in enumerate(text.split("\n"), 1):
+    try:
+      new = PLACEHOLDER.sub(lambda m: _one(ctx, m.group(1), m.group(2)),
+                            line)
+      if "{{" in PLACEHOLDER.sub("", line):
+        raise TemplateError("malformed placeholder: write "
+                            "{{kind:argument}} with a lowercase kind")
+    except TemplateError as e:
+      raise TemplateError(f"{source}:{lineno}: {e}") from None
+    if not new.strip() and line.strip() and all(
+        m.group(1) == "expect" for m in PLACEHOLDER.finditer(line)):
+      continue   # a line of expectations only
+    out.append(new)
+  return "\n".join(out)

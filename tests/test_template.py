@@ -1,0 +1,137 @@
+"""RESULTS.md templates (softattn.studies.template), tables as data
+(render.Table) and plots as data (plotspec): every placeholder kind, the
+expectation that fails when prose and data part, unknown names."""
+
+import pytest
+
+from softattn import studies
+from softattn.runstate import State
+from softattn.studies import plotspec, render, template
+from softattn.studies.template import TemplateError
+
+
+def run(part, seed, acc, **fields):
+  return studies.Run(part=part, name=f"{part}-{seed}",
+                     overrides={"seed": seed, **fields}, state=State.DONE,
+                     step=100, epochs=1.0, metrics={"final/accuracy": acc},
+                     series={"train/loss": [[0, 2.0 + seed], [10, 1.0]]})
+
+
+RUNS = ([run("a", s, x) for s, x in enumerate([0.80, 0.83, 0.86])] +
+        [run("b", s, x) for s, x in enumerate([0.79, 0.82, 0.85])])
+CLAIMS = [
+    studies.Claim("up", "a > b", "T1", "1 vs 2", studies.ACCURACY,
+                  {"part": "a"}, {"part": "b"}, ">", section="main"),
+    studies.Claim("down", "a < b", "T1", "1 vs 2", studies.ACCURACY,
+                  {"part": "a"}, {"part": "b"}, "<", section="main"),
+    studies.Claim("later", "not here", "T2", "-", None, min_budget=(
+        studies.unavailable("offline"),)),
+]
+TABLE = render.Table(["part", "accuracy", "note"], [
+    (p, [render.Cell({"part": p}, studies.ACCURACY), "fixed"])
+    for p in ("a", "b")])
+
+
+def context(**kw):
+  verdicts = studies.judge_all(CLAIMS, RUNS)
+  return template.Context(
+      claims=CLAIMS, verdicts=verdicts, fixed={"rule": studies.RULE},
+      tables={"t": TABLE.markdown(RUNS)}, cells={"t": TABLE.cells(RUNS)},
+      images={"fig": "![fig](fig.png)"}, facts={"steps": "100"}, **kw)
+
+
+def test_every_placeholder_kind_fills():
+  ctx = context()
+  out = template.fill(
+      "{{verdict:up}} {{estimate:up}} | {{result:down}} | p={{p:up}} "
+      "n={{n:up}} | {{cell:t/a/accuracy}} | {{fact:steps}} | {{image:fig}}"
+      "\n{{table:t}}\n{{verdicts:main}}\n{{rule}}", ctx)
+  first = out.split("\n")[0]
+  assert first.startswith("confirmed +1 [+1, +1] | contradicted (+1 [")
+  assert "p=" in first and "n=3" in first
+  assert "| 83.00 ± 7.45 (n=3) | 100 | ![fig](fig.png)" in first
+  assert "| a | 83.00 ± 7.45 (n=3) | fixed |" in out
+  assert "(`up`)" in out and "(`down`)" in out and studies.RULE in out
+  assert ctx.shown == {"up", "down"}   # "later" is left for Further claims
+
+
+def test_expectations_render_to_nothing_and_drop_their_own_lines():
+  text = "a beats b {{expect:up=confirmed}}.\n{{expect:down=contradicted}}" \
+         " {{expect:up>0}} {{expect:later=not testable here|inconclusive}}\nend"
+  assert template.fill(text, context()) == "a beats b .\nend"
+
+
+@pytest.mark.parametrize("text,match", [
+    ("ok\n\nb beats a {{expect:up=contradicted}}",
+     r"^RESULTS\.md\.tmpl:3: claim up is confirmed, the prose expects "
+     r"contradicted; rewrite"),
+    ("{{expect:up<0}}", r"^RESULTS\.md\.tmpl:1: claim up has 95 % CI "
+     r"\[\+1, \+1\], the prose expects it all below 0"),
+    ("{{expect:up=confirmd}}", r"unknown label 'confirmd'; valid: "
+     r"confirmed, contradicted, inconclusive, not testable here"),
+    ("{{estimate:later}}", r"claim 'later' has no estimate"),
+    ("{{verdict:nope}}", r"unknown claim 'nope'; valid: down, later, up"),
+    ("{{tabel:t}}", r"unknown placeholder \{\{tabel:...\}\}; valid: cell, "
+     r"estimate, expect, fact, image, n, p, result, table, verdict, "
+     r"verdicts, \{\{generated\}\}"),
+    ("{{table:u}}", r"unknown table 'u'; valid: t"),
+    ("{{cell:t/c/accuracy}}", r"unknown cell of table 't' 'c/accuracy'; "
+     r"valid: a/accuracy, a/note"),
+    ("{{verdicts:other}}", r"unknown section 'other'; valid: main"),
+    ("{{Table:t}}", r"malformed placeholder"),
+    ("{{fact}}", r"needs an argument"),
+])
+def test_failures_are_one_line_naming_the_template_line(text, match):
+  with pytest.raises(TemplateError, match=match) as e:
+    template.fill(text, context(), source="RESULTS.md.tmpl")
+  assert "\n" not in str(e.value)
+
+
+def test_unchecked_context_skips_only_the_expectations():
+  ctx = context(check=False)
+  assert template.fill("{{expect:up=contradicted}}x", ctx) == "x"
+  with pytest.raises(TemplateError, match="unknown claim"):
+    template.fill("{{expect:nope=confirmed}}", ctx)
+
+
+def test_table_rows_must_match_the_columns():
+  with pytest.raises(ValueError, match="row 'a' has 1 cells for 2 columns"):
+    render.Table(["part", "x", "y"], [("a", ["1"])])
+
+
+def test_from_template_appends_the_claims_no_table_showed(tmp_path):
+  tmpl = tmp_path / "RESULTS.md.tmpl"
+  tmpl.write_text("# T\n\n{{generated}}\n\n**Summary:** {{summary}}.\n\n"
+                  "{{verdicts:main}}\n")
+  path = render.from_template(
+      str(tmp_path / "RESULTS.md"), str(tmpl), data="d/runs.csv",
+      command="cmd", runs=RUNS, claims=CLAIMS,
+      verdicts=studies.judge_all(CLAIMS, RUNS), tables={}, images={},
+      facts={})
+  text = open(path, encoding="utf-8").read()
+  assert "`RESULTS.md.tmpl`" in text and "    cmd" in text
+  assert "**Summary:** 1 confirmed, 1 contradicted, 0 inconclusive, 1 not " \
+         "testable here (3 claims)." in text
+  assert text.index("(`up`)") < text.index("## Further claims") < \
+      text.index("(`later`)")
+  assert text.count("(`up`)") == 1 and text.endswith("\n")
+
+
+def test_plots_as_data_draw_reproducibly(tmp_path):
+  plot = plotspec.Plot("a vs b", [
+      plotspec.Points("accuracy", studies.ACCURACY, "x", {
+          "a": [(0.0, {"part": "a"})], "b": [(1.0, {"part": "b"})]},
+                      reference=("b", {"part": "b"})),
+      plotspec.Curves("loss", "loss", "train loss", {"a": {"part": "a"}}),
+      plotspec.Paired("paired", {"a, up": "up"}, "accuracy points a - b")])
+  colors = plotspec.palette(plot)
+  assert colors["a, up"] == colors["a"] != colors["b"]
+  paths = [plotspec.draw(plot, str(tmp_path / f"{i}.png"), RUNS, CLAIMS)
+           for i in range(2)]
+  data = [open(p, "rb").read() for p in paths]
+  assert data[0] == data[1] and data[0][:4] == b"\x89PNG"
+  assert plotspec.draw(plot, str(tmp_path / "none.png"), [], CLAIMS) is None
+  with pytest.raises(ValueError, match="unknown claim 'nope'"):
+    plotspec.draw(plotspec.Plot("x", [plotspec.Paired("p", {"a": "nope"},
+                                                      "y")]),
+                  str(tmp_path / "bad.png"), RUNS, CLAIMS)
