@@ -433,10 +433,9 @@ def test_normsoftmax_from_csv(tmp_path):
     run.metrics["value/decay_shrink"] = \
         0.01 if run.get("optimizer.weight_decay") else 0.0
     for layer in ("encoderblock_0", "encoderblock_1"):
-      run.series[f"train/diag/Transformer/{layer}/score_std"] = [
-          [10, 1.0], [20, 3.0], [30, 2.0]]
-      run.series[f"train/diag/Transformer/{layer}/attn_entropy"] = [
-          [10, 2.0], [20, 1.5], [30, 1.7]]
+      diag = f"train/diag/Transformer/{layer}/MultiHeadDotProductAttention_0"
+      run.series[f"{diag}/score_std"] = [[10, 1.0], [20, 3.0], [30, 2.0]]
+      run.series[f"{diag}/attn_entropy"] = [[10, 2.0], [20, 1.5], [30, 1.7]]
 
   runs = synthetic(study, fill)
   v, out = regenerate(study, runs, tmp_path)
@@ -485,11 +484,13 @@ def test_normsoftmax_from_csv(tmp_path):
   for cid in ("t2.vit_imagenet", "t3.translation"):
     assert v[cid].word == studies.NOT_TESTABLE and v[cid].n == 0, cid
   text = (out / "RESULTS.md").read_text()
-  assert "`loss.inf_gt_sm` **not testable here**" in text
-  assert ("At 2 epochs (`loss_2ep`), nsm-inf's loss vs softmax's is "
-          "**confirmed**") in text
-  assert "the paper's boost to initial training, reproduced" in text
-  assert "our runs support the text" in text
+  assert ("At 2 epochs (`loss_2ep`), nsm-inf's loss\n  vs softmax's is "
+          "**confirmed**\n  (+1.1 [") in text
+  # The prose says "not settled at this budget": checked, it fails.
+  with pytest.raises(TemplateError, match=r"claim loss\.inf_gt_sm\.2ep is "
+                     "confirmed, the prose expects inconclusive"):
+    studies.study.report(study, str(tmp_path / "runs.csv"),
+                         str(tmp_path / "checked"))
   # Run facts read from the runs (the synthetic sweep declares them).
   assert "budgets 50/100/200 steps x 3 seeds (variants 200 steps x 2 seeds)" \
       in text

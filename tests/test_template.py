@@ -94,9 +94,11 @@ def test_unchecked_context_skips_only_the_expectations():
     template.fill("{{expect:nope=confirmed}}", ctx)
 
 
-def test_table_rows_must_match_the_columns():
+def test_table_rows_must_match_the_columns_and_have_their_own_labels():
   with pytest.raises(ValueError, match="row 'a' has 1 cells for 2 columns"):
     render.Table(["part", "x", "y"], [("a", ["1"])])
+  with pytest.raises(ValueError, match="repeat a label"):
+    render.Table(["part", "x"], [("a", ["1"]), ("a", ["2"])])
 
 
 def test_from_template_appends_the_claims_no_table_showed(tmp_path):
@@ -122,7 +124,8 @@ def test_plots_as_data_draw_reproducibly(tmp_path):
       plotspec.Points("accuracy", studies.ACCURACY, "x", {
           "a": [(0.0, {"part": "a"})], "b": [(1.0, {"part": "b"})]},
                       reference=("b", {"part": "b"})),
-      plotspec.Curves("loss", "loss", "train loss", {"a": {"part": "a"}}),
+      plotspec.Curves("loss", "train loss", {"a": ({"part": "a"}, "loss")},
+                      hline=("one", 1.0)),
       plotspec.Paired("paired", {"a, up": "up"}, "accuracy points a - b")])
   colors = plotspec.palette(plot)
   assert colors["a, up"] == colors["a"] != colors["b"]

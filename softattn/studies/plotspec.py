@@ -46,20 +46,22 @@ class Points:
   logx: bool = False
   dodge: float = 0.02
   reference: tuple[str, Selection] | None = None
+  xticks: Sequence[float] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Curves:
-  """The mean over seeds of ``<split>/<metric>`` per group over steps; the
-  seeds' own curves are drawn thin below ``MIN_BAND`` seeds, a 95 % band
-  from there up."""
+  """The mean over seeds of ``<split>/<metric>`` per group (label ->
+  (selection, metric)) over steps, times ``scale``; the seeds' own curves
+  are drawn thin below ``MIN_BAND`` seeds, a 95 % band from there up.
+  ``hline``: a (label, y) reference line."""
   title: str
-  metric: str
   ylabel: str
-  groups: Mapping[str, Selection]
+  groups: Mapping[str, tuple[Selection, str]]
   split: str = "train"
   scale: float = 1.0
   logy: bool = False
+  hline: tuple[str, float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +108,7 @@ def _mean_ci(ax, x: float, vals: Sequence[float], color: str,
              marker: str) -> float:
   """Every value as a small dot, the mean as a marker with its 95 %
   interval (``MIN_BAND`` seeds up; hollow, no bar, below)."""
-  ax.plot([x] * len(vals), vals, ls="none", marker=".", ms=3, alpha=0.5,
+  ax.plot([x] * len(vals), vals, ls="none", marker=".", ms=4, alpha=0.6,
           color=color)
   s = stats.summarize(vals)
   if s.n >= MIN_BAND:
@@ -153,6 +155,9 @@ def _points(ax, p: Points, runs, colors) -> int:
         ax.axhspan(*s.ci, color="k", alpha=0.08)
   if p.logx:
     ax.set_xscale("log")
+  if p.xticks:   # the declared x values, not "5 x 10^1"
+    ax.set_xticks(p.xticks, labels=[f"{x:g}" for x in p.xticks])
+    ax.minorticks_off()
   ax.set_xlabel(p.xlabel + (" (series dodged sideways)" if p.dodge and
                             len(items) > 1 else ""))
   ax.set_ylabel(p.y.name)
@@ -161,8 +166,8 @@ def _points(ax, p: Points, runs, colors) -> int:
 
 def _curves(ax, p: Curves, runs, colors) -> int:
   drawn = 0
-  for i, (label, where) in enumerate(p.groups.items()):
-    got = [r.curve(p.metric, p.split) for r in select(runs, where)
+  for i, (label, (where, metric)) in enumerate(p.groups.items()):
+    got = [r.curve(metric, p.split) for r in select(runs, where)
            if r.done or r.diverged]
     got = [(s, v) for s, v in got if s.size]
     if not got:
@@ -180,6 +185,8 @@ def _curves(ax, p: Curves, runs, colors) -> int:
       for v in vals:
         ax.plot(steps, v, color=c, lw=0.6, alpha=0.5)
     drawn += 1
+  if p.hline is not None:
+    ax.axhline(p.hline[1], color="k", lw=0.8, ls=":", label=p.hline[0])
   if p.logy:
     ax.set_yscale("log")
   ax.set_xlabel("step")
@@ -210,6 +217,18 @@ def _paired(ax, p: Paired, runs, colors, claims: Mapping[str, Claim]) -> int:
   return drawn
 
 
+def _legend_note(plot: Plot) -> str:
+  """What the marks mean, for the kinds of panel the figure has."""
+  notes = []
+  if any(not isinstance(p, Curves) for p in plot.panels):
+    notes.append(f"dots are seeds; filled markers are means with a 95 % CI "
+                 f"({MIN_BAND}+ seeds), hollow ones means of fewer seeds")
+  if any(isinstance(p, Curves) for p in plot.panels):
+    notes.append(f"lines are means over seeds, with a 95 % band from "
+                 f"{MIN_BAND} seeds, each seed's own curve below that")
+  return f"{plot.title}: " + "; ".join(notes)
+
+
 def draw(plot: Plot, path: str, runs: Sequence[Run],
          claims: Sequence[Claim] = ()) -> str | None:
   """Draws ``plot`` into ``path``; None (and no file) when no panel has
@@ -217,9 +236,7 @@ def draw(plot: Plot, path: str, runs: Sequence[Run],
   colors = palette(plot)
   by_id = {c.id: c for c in claims}
   fig, axes = plots.subplots(len(plot.panels), size=plot.size)
-  fig.suptitle(f"{plot.title}: dots are seeds; filled markers are means "
-               f"with a 95 % CI ({MIN_BAND}+ seeds), hollow ones means of "
-               "fewer seeds (no interval)", fontsize=9)
+  fig.suptitle(_legend_note(plot), fontsize=9)
   drawn = 0
   for ax, p in zip(axes[0], plot.panels):
     n = (_points(ax, p, runs, colors) if isinstance(p, Points) else

@@ -82,6 +82,10 @@ class Table:
   rows: Sequence[tuple[str, Sequence[Any]]]
 
   def __post_init__(self):
+    labels = [label for label, _ in self.rows]
+    if len(set(labels)) < len(labels):
+      raise ValueError(f"table rows {labels} repeat a label; a cell is "
+                       "named by its row label")
     for label, row in self.rows:
       if len(row) != len(self.columns) - 1:
         raise ValueError(f"table row {label!r} has {len(row)} cells for "
