@@ -321,10 +321,12 @@ def test_periodic_from_csv(tmp_path):
       run.probes["received"] = list(np.linspace(0, 1, 16))
       for q, x in (("01", -3.0), ("10", -1.0), ("50", 0.0), ("90", 1.0),
                    ("99", 3.0)):
-        run.series[f"train/diag/block_0/score_q{q}"] = [[1, x], [2, 2 * x]]
-        run.series[f"train/diag/block_0/lgrad_q{q}"] = [[1, 10 ** x],
-                                                         [2, 10 ** x]]
-      run.series["train/diag/block_0/grad_saturation"] = [[1, 0.1], [2, 0.2]]
+        run.series[f"train/diag/block0_attn/score_q{q}"] = [[1, x],
+                                                             [2, 2 * x]]
+        run.series[f"train/diag/block0_attn/lgrad_q{q}"] = [[1, 10 ** x],
+                                                             [2, 10 ** x]]
+      run.series["train/diag/block0_attn/grad_saturation"] = [[1, 0.1],
+                                                               [2, 0.2]]
 
   runs = synthetic(study, fill)
   v, out = regenerate(study, runs, tmp_path)

@@ -94,11 +94,13 @@ def test_unchecked_context_skips_only_the_expectations():
     template.fill("{{expect:nope=confirmed}}", ctx)
 
 
-def test_table_rows_must_match_the_columns_and_have_their_own_labels():
+def test_table_rows_must_match_the_columns():
   with pytest.raises(ValueError, match="row 'a' has 1 cells for 2 columns"):
     render.Table(["part", "x", "y"], [("a", ["1"])])
-  with pytest.raises(ValueError, match="repeat a label"):
-    render.Table(["part", "x"], [("a", ["1"]), ("a", ["2"])])
+  # A repeated row label is rendered, but names no cell.
+  t = render.Table(["part", "x"], [("a", ["1"]), ("a", ["2"]), ("b", ["3"])])
+  assert t.markdown([]).endswith("| a | 1 |\n| a | 2 |\n| b | 3 |")
+  assert t.cells([]) == {("b", "x"): "3"}
 
 
 def test_from_template_appends_the_claims_no_table_showed(tmp_path):

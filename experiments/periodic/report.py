@@ -1,4 +1,4 @@
-r"""The periodic-softmax study (Wang et al. 2021): probes, sections, ``STUDY``.
+r"""The periodic-softmax study (Wang et al. 2021): probes, what RESULTS.md shows.
 
   python experiments/periodic/report.py --workdir=workdirs/periodic   # export + report
   python experiments/periodic/report.py --from-csv experiments/periodic/runs.csv
@@ -9,9 +9,9 @@ r"""The periodic-softmax study (Wang et al. 2021): probes, sections, ``STUDY``.
 ``BREAKDOWN_1EP`` at depth 1 for ``BD_STEPS`` steps, one epoch), the
 claims of ``claims.py`` (the paper's claims as data, rendered here), the
 per-run values the claims read (break-down, break-down step, input tail
-ratio) and the sections of RESULTS.md; ``softattn.studies.claims.RULE``
-judges the claims. Run facts in the text (depths, seeds, steps) come from
-``runs.csv``.
+ratio) and, as data, the tables, plots and facts that the hand-written
+``RESULTS.md.tmpl`` names; ``softattn.studies.claims.RULE`` judges the
+claims.
 
 A run "broke down" when it stopped on a NaN/Inf (``kind=nonfinite``) or
 ended with test accuracy below twice chance; its break-down step is the
@@ -36,8 +36,10 @@ import numpy as np
 
 from softattn import studies
 from softattn.data import datasets
-from softattn.studies import plots, render
+from softattn.studies import render
 from softattn.studies.claims import ACCURACY
+from softattn.studies.plotspec import Curves, Heatmap, Plot, Points, Quantiles
+from softattn.studies.render import Cell, Table
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -129,318 +131,137 @@ def probe(runs, cache_dir):
                                       6).tolist()
 
 
-def _acc(runs, where):
-  return studies.summarize([ACCURACY.of(r) for r in studies.select(
-      runs, where) if r.done])
+DEEPEST = max(DEPTHS)
+acc = lambda where: Cell(where, ACCURACY)
 
 
-def plot_depth(path, runs):
-  fig, axes = plots.subplots(size=(6.5, 4.2))
-  ax = axes[0][0]
-  series = {n: [(d, _acc(runs, sel(n, d))) for d in DEPTHS] for n in PAPER}
-  if not plots.errorbars(ax, series, dodge=0.04, logx=True):
-    return None
-  ax.set_xscale("log", base=2)
-  ax.set_xticks(DEPTHS, [str(d) for d in DEPTHS])
-  ax.set_xlabel("depth (attention blocks)")
-  ax.set_ylabel("test accuracy % (mean ± 95 % CI)")
-  ax.legend(fontsize=6)
-  ax.grid(alpha=0.3)
-  return plots.save(fig, path)
+def _broke(where):
+  """"2/3 (step 300, 285)": the runs of ``where`` that broke down."""
+  def text(runs):
+    rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
+    if not rs:
+      return render.NOT_RUN
+    at = ", ".join(f"{r.value('value/break_step'):.0f}" for r in rs
+                   if r.value("value/break_step") is not None)
+    return f"{sum(1 for r in rs if BROKE.of(r))}/{len(rs)}" + (
+        f" (step {at})" if at else "")
+  return text
 
 
-def plot_saturation(path, runs):
-  """Quantile bands over training of the normalizer input and its local
-  gradient (first layer; deeper layers' medians as thin lines) and the
-  saturated fraction per layer: the deepest lowest-seed run of softmax and
-  sin_softmax (the 2-D reading of the paper's 3-D histograms)."""
-  have = {}
-  for n in (SM, SIN):
-    rs = sorted((r for r in studies.select(runs, sel(n, max(DEPTHS)))
-                 if r.done and r.keys("diag/", "/score_q50")),
-                key=lambda r: r.seed)
-    if rs:
-      have[n] = rs[0]
-  if not have:
-    return None
-  fig, axes = plots.subplots(len(have), 3, size=(5.0, 3.0), sharey="row")
-  rows = [("score", "normalizer input s", False),
-          ("lgrad", "local gradient n|dw/ds|", True)]
-  for col, (n, r) in enumerate(have.items()):
-    for row, (prefix, label, logy) in enumerate(rows):
-      ax = axes[row][col]
-      keys = r.keys("diag/", f"/{prefix}_q50")
-      base = keys[0][:-len("_q50")]
-      q = {lv: r.curve(f"{base}_q{lv}") for lv in ("01", "10", "50", "90",
-                                                   "99")}
-      clip = (lambda v: np.maximum(v, 1e-8)) if logy else (lambda v: v)
-      steps = q["50"][0]
-      ax.fill_between(steps, clip(q["01"][1]), clip(q["99"][1]), alpha=0.15,
-                      color="C0", label="1-99 %")
-      ax.fill_between(steps, clip(q["10"][1]), clip(q["90"][1]), alpha=0.35,
-                      color="C0", label="10-90 %")
-      ax.plot(steps, clip(q["50"][1]), color="C0", label="median")
-      for i, k in enumerate(keys[1:]):
-        s, v = r.curve(k)
-        ax.plot(s, clip(v), color="C1", lw=0.8, ls="--",
-                label="median, deeper layers" if i == 0 else None)
-      if logy:
-        ax.set_yscale("log")
-      ax.set_title(f"{n} (n=1 run: seed {r.seed}, depth {max(DEPTHS)})",
-                   fontsize=8)
-      ax.set_xlabel("step")
-      ax.set_ylabel(label)
-      ax.legend(fontsize=6)
-    ax = axes[2][col]
-    for i, k in enumerate(r.keys("diag/", "/grad_saturation")):
-      s, v = r.curve(k)
-      ax.plot(s, v, marker=plots.MARKERS[i], ms=3, label=f"layer {i}")
-    ax.set_xlabel("step")
-    ax.set_ylabel("saturated fraction")
-    ax.legend(fontsize=6)
-  return plots.save(fig, path)
+def _part_steps(part):
+  return lambda runs: f"`{part}`, {render.steps(runs, {'part': part})} steps"
+
+
+TABLES = {
+    "t2": Table(["normalizer", "paper (CIFAR-100)",
+                 *[f"ours depth {d}" for d in DEPTHS],
+                 f"ours depth 4, {FOCUS_STEPS} steps"],
+                [(n, ["breaks down" if p is None else " / ".join(
+                    f"{x:.2f}" for x in p), *[acc(sel(n, d)) for d in DEPTHS],
+                      acc(sel(n, 4, FOCUS)) if n in study.FOCUS else "-"])
+                 for n, p in PAPER.items()]),
+    "bd": Table(["normalizer", "part", "depth", "broke down (runs; step)",
+                 "test accuracy %"],
+                [(n, [_part_steps(part), d, _broke(sel(n, d, part)),
+                      acc(sel(n, d, part))])
+                 for n in dict.fromkeys(["siren_max", pre("siren_max"),
+                                         *study.BREAKDOWN,
+                                         *study.BREAKDOWN_PRENORM,
+                                         *study.BREAKDOWN_1EP])
+                 for part, depths in (("main", DEPTHS), (BD_PART, (1,)))
+                 if part == "main" or n in study.BREAKDOWN_1EP
+                 for d in depths]),
+    "sat": Table(["normalizer", "saturated fraction", "median n|dw/ds|"],
+                 [(n, [Cell(sel(n), SATURATED), Cell(sel(n), LGRAD)])
+                  for n in (SM, SIN)]),
+    "fig7": Table(["normalizer", "border share"],
+                  [(n, [Cell(sel(n), BORDER)]) for n in (SM, SIN)]),
+}
+
+PLOTS = {
+    "depth": Plot("accuracy vs depth", [Points(
+        "test accuracy by depth", ACCURACY, "depth (attention blocks)",
+        {n: [(d, sel(n, d)) for d in DEPTHS] for n in PAPER}, logx=True,
+        dodge=0.04, xticks=DEPTHS)], size=(6.5, 4.2)),
+    "saturation": Plot("gradient saturation over training", [
+        *[Quantiles(f"{n}, depth {DEEPEST}", ylabel, sel(n, DEEPEST), prefix,
+                    logy) for prefix, ylabel, logy in (
+                        ("score", "normalizer input s", False),
+                        ("lgrad", "local gradient n|dw/ds|", True))
+          for n in (SM, SIN)],
+        *[Curves(f"{n}, depth {DEEPEST}", "saturated fraction", {
+            f"block {i}": (sel(n, DEEPEST),
+                           f"diag/block{i}_attn/grad_saturation")
+            for i in range(DEEPEST)}) for n in (SM, SIN)]],
+                       size=(5.0, 3.0), ncols=2),
+    "attention_maps": Plot("attention received per token", [
+        Heatmap(f"{n} ({part}, seed 0)\nblock {DEEPEST - 1} (last), n=1",
+                sel(n, DEEPEST, part), "received")
+        for part in (FOCUS, "main") for n in (SM, SIN)], size=(3.4, 3.0)),
+}
 
 
 def _maps(runs):
-  """(label, depth, attention received per token) of the probed runs: the
-  probe stores the last block's map (the checkpoints it read are gone)."""
-  return [(f"{r.get('model.normalizer')} ({r.part}, seed {r.seed})",
-           r.get("model.depth"), np.asarray(r.probes["received"]))
-          for r in runs if "received" in r.probes]
+  return [np.asarray(r.probes["received"]) for r in runs
+          if "received" in r.probes]
 
 
-def _map_note(runs):
-  maps = _maps(runs)
-  if not maps:
-    return "the last block (not probed yet)."
-  dev = max(float(np.abs(m - 1 / m.size).max()) for _, _, m in maps)
-  d = maps[0][1]
-  parts = sorted({r.part for r in runs if "received" in r.probes})
-  return (f"block {d - 1} of 0-{d - 1} (the last) of the lowest seed at "
-          f"depth {d}, one run per normalizer and part ({', '.join(parts)}; "
-          f"n=1 each): it is near uniform, every token "
-          f"within {dev:.2g} of 1/16 ({dev * 16:.1%} of it). The colour "
-          "scale is shared and centred at 1/16, at least ±10 % of it wide, so "
-          "noise does not read as structure.")
-
-
-def plot_received(path, runs):
-  maps = _maps(runs)
-  if not maps:
-    return None
-  uniform = 1 / maps[0][2].size
-  # Shared, centred at uniform; at least +-10 % of it so that deviations of
-  # a few 1e-5 show as the flat field they are.
-  half = max(0.1 * uniform, *(float(np.abs(m - uniform).max())
-                              for _, _, m in maps))
-  fig, axes = plots.subplots(len(maps), size=(3.4, 3.0))
-  for ax, (label, depth, m) in zip(axes[0], maps):
-    side = int(round(np.sqrt(m.size)))
-    im = ax.imshow(m.reshape(side, side), cmap="RdBu_r",
-                   vmin=uniform - half, vmax=uniform + half)
-    ax.set_title(f"{label}\nblock {depth - 1} (last), n=1", fontsize=8)
-    ax.set_xlabel("token column")
-    ax.set_ylabel("token row")
-    cb = fig.colorbar(im, ax=ax, fraction=0.046)
-    cb.set_label(f"mean attention received (uniform 1/{m.size})",
-                 fontsize=7)
-  return plots.save(fig, path)
-
-
-def sections(runs, verdicts, out):
-  table = lambda section: render.claims_of(section, CLAIMS, verdicts)
-  acc = lambda where: render.cell(runs, where, ACCURACY)
-  f_depth = plot_depth(os.path.join(out, "depth.png"), runs)
-  f_sat = plot_saturation(os.path.join(out, "saturation.png"), runs)
-  f_map = plot_received(os.path.join(out, "attention_maps.png"), runs)
-  t2 = ("## Table 2 analog: test accuracy % by depth\n\nPaper cells: depth "
-        "1/2/4/8 on CIFAR-100; ours: Fashion-MNIST, compare orderings, not "
-        "levels.\n\n" + render.md_table(
-            ["normalizer", "paper (CIFAR-100)",
-             *[f"ours depth {d}" for d in DEPTHS], f"ours depth 4, {_steps(runs, FOCUS)} steps"],
-            [[n, "breaks down" if PAPER[n] is None else " / ".join(
-                f"{x:.2f}" for x in PAPER[n]),
-              *[acc(sel(n, d)) for d in DEPTHS],
-              acc(sel(n, 4, FOCUS)) if n in study.FOCUS else "-"]
-             for n in PAPER]) + "\n\n" + render.image(f_depth,
-                                                      "accuracy vs depth"))
-  trend = ("## Depth trend\n\nThe paper's accuracy rises steeply with depth "
-           "(softmax 52.67 -> 81.12 from depth 1 to 8) and the periodic "
-           "normalizers' gain over softmax grows with it. These rows "
-           "test whether our regime shows that trend at all (the pooled row: "
-           "every Table 2 normalizer but the siren pair, paired by "
-           "normalizer and seed).")
-  bd_rows = []
-  for n in dict.fromkeys(["siren_max", pre("siren_max"), *study.BREAKDOWN,
-                          *study.BREAKDOWN_PRENORM, *study.BREAKDOWN_1EP]):
-    for part, depths in (("main", DEPTHS), (BD_PART, (1,))):
-      for d in depths:
-        rs = [r for r in studies.select(runs, sel(n, d, part))
-              if r.done or r.diverged]
-        if not rs:
-          continue
-        k = sum(1 for r in rs if BROKE.of(r))
-        at = ", ".join(f"{r.value('value/break_step'):.0f}" for r in rs
-                       if r.value("value/break_step") is not None)
-        bd_rows.append([n, f"`{part}`, {_steps(runs, part)} steps", d,
-                        f"{k}/{len(rs)}" + (f" (step {at})" if at else ""),
-                        acc(sel(n, d, part))])
-  bd = ("## Break-downs\n\nA run **broke down** when it stopped on a NaN/Inf "
-        "(`kind=nonfinite`) or ended with test accuracy below twice chance "
-        f"({_twice_chance(runs):g} %); its break-down step is the "
-        "divergence step, or the first logged step after which train "
-        "accuracy never again exceeded twice chance. The break-down claims "
-        "need a full epoch, the least reading of the paper's \"early "
-        f"stages\" of 50 epochs: they are judged on `{BD_PART}` "
-        f"({_epochs(runs, BD_PART)} epoch at depth 1); the `main` counts "
-        f"({_epochs(runs, 'main')} epoch) are a description. Accuracy is "
-        "shown for every run, broken down or not.\n\n" + render.md_table(
-            ["normalizer", "part", "depth", "broke down (runs; step)",
-             "test accuracy %"], bd_rows))
-  cell = lambda n, m: render.cell(runs, sel(n), m)
-  sat = ("## Gradient saturation: softmax vs sin_softmax\n\nFrom the loop's "
-         "per-layer diagnostics at every log step: the fraction of "
-         "attention entries whose local gradient |dw/ds| is below 1e-3/n "
-         "(n keys), and the median of the scale-free n|dw/ds| (1 for a "
-         "uniform row), averaged over training and layers; pooled over "
-         "depths, paired by depth and seed.\n\n" + render.md_table(
-             ["normalizer", "saturated fraction", "median n|dw/ds|"],
-             [[n, cell(n, SATURATED), cell(n, LGRAD)] for n in (SM, SIN)])
-         + "\n\n" + render.image(f_sat, "gradient saturation over training"))
-  fig7 = ("## Fig. 7 analog: where attention goes\n\nShare of each query's "
-          "attention on the 12 border tokens of the 4x4 grid (the image "
-          "frame, not the paper's object/content boundary; uniform: 0.75), "
-          "from the sown weights on 8 test images. The maps show the mean "
-          f"attention each token receives in {_map_note(runs)}\n\n"
-          + render.md_table(
-              ["normalizer", "border share"],
-              [[n, cell(n, BORDER)] for n in (SM, SIN)]) + "\n\n" +
-          render.image(f_map, "attention received per token"))
-  formula = ("## Properties of the formulas\n\nTable 1, Sec. 3 and Fig. 4 "
-             "describe the functions themselves (their values and "
-             "gradients for given inputs), not what training does with "
-             "them: no run can confirm or contradict them.")
-  return ([t2, table("t2"), trend, table("trend"), bd, table("bd"), sat,
-           table("sat"), fig7, table("fig7"), formula, table("formula")],
-          [f_depth, f_sat, f_map])
-
-
-def _distinct(runs, get, where):
-  return sorted({get(r) for r in studies.select(runs, where)
-                 if get(r) is not None})
-
-
-def _epochs(runs, part) -> str:
-  return render.epoch_range(studies.select(runs, {"part": part}))
-
-
-
-
-def _steps(runs, part) -> str:
-  return render.steps(runs, {"part": part})
-
-
-def _seeds(runs, norms):
-  return len(_distinct(runs, lambda r: r.seed, {"part": "main",
-                                                "model.normalizer": norms}))
-
-
-def _twice_chance(runs):
-  """Twice chance accuracy in %, for the data set our runs use."""
-  del runs
-  c = declaration.load(SPEC).runs[0].config
-  return 200.0 / _num_classes(c)
-
-
-def setting(runs):
-  c = declaration.load(SPEC).runs[0].config
-  depths = "/".join(str(d) for d in _distinct(
-      runs, lambda r: r.get("model.depth"), {"part": "main"}))
-  bd = (*study.BREAKDOWN, *study.BREAKDOWN_PRENORM)
-  return (f"the authors' LeViT-style demo at width {c.model.width} "
-          f"({c.model.num_heads} heads, MLP {c.model.mlp_dim}, stem "
-          f"{tuple(c.model.stem_widths)}) on Fashion-MNIST (16 tokens), "
-          f"depth {depths}, {_steps(runs, 'main')} steps of batch "
-          f"{c.batch_size} x {_seeds(runs, tuple(PAPER))} seeds (break-down "
-          f"group: {_seeds(runs, bd)} seeds), Adam lr "
-          f"{c.schedule.base_lr:g} constant, coupled L2 "
-          f"{c.optimizer.weight_decay:g}; depth 4 also "
-          f"{_steps(runs, FOCUS)} steps x "
-          f"{len(_distinct(runs, lambda r: r.seed, {'part': FOCUS}))} seeds "
-          f"(`{FOCUS}`). Full scale: `experiments/periodic/sweep.py:"
-          "scale=full`.")
-
-
-def _depth_note(verdicts):
-  """The regime sentence, keyed to the pooled depth-trend claim."""
-  v, vs = verdicts.get("t2.depth_helps"), verdicts.get("t2.depth_helps_softmax")
-  if v is None or v.estimate is None or v.word == studies.CONFIRMED:
-    return None
-  shape = "inverted" if v.word == studies.CONTRADICTED else "not shown"
-  lo, hi = v.ci
-  soft = (f"; softmax alone: {vs.estimate:+.2f} [{vs.ci[0]:+.2f}, "
-          f"{vs.ci[1]:+.2f}], n={vs.n}, paper "
-          f"{PAPER[SM][2] - PAPER[SM][0]:+.2f}" if vs is not None and
-          vs.ci is not None else "")
-  return (f"**Depth trend {shape}:** pooled over {len(TREND)} normalizers, "
-          f"our accuracy at depth 4 is {v.estimate:+.2f} points from depth 1 "
-          f"(95 % CI [{lo:+.2f}, {hi:+.2f}], n={v.n}, {v.word}; paper "
-          f"{paper_mean(4) - paper_mean(1):+.2f}{soft}), so the paper's "
-          "regime -- deeper is better and the periodic normalizers' gain "
-          "grows with depth -- is not the one we test; depth-4 orderings "
-          "here describe a model that depth does not help yet.")
-
-
-def _entropy_gaps(runs, norm, depth):
+def _entropy_gaps(runs, norm):
   """ln 16 minus each block's final attention entropy (nats), block 0 to
-  the last, mean over the finished seeds."""
-  rs = [r for r in studies.select(runs, sel(norm, depth)) if r.done]
+  the last, mean over the finished seeds, at the deepest depth."""
+  rs = [r for r in studies.select(runs, sel(norm, DEEPEST)) if r.done]
   blocks = sorted({k for r in rs for k in r.keys("diag/", "/attn_entropy")})
   return [float(np.mean([np.log(16) - r.curve(k)[1][-1] for r in rs
                          if r.curve(k)[1].size])) for k in blocks]
 
 
-def _entropy_note(runs):
-  """How far each block's final attention entropy is from uniform's ln 16
-  at the deepest depth, softmax and sin_softmax."""
-  deepest, ln16 = max(DEPTHS), float(np.log(16))
-  gaps = {n: g for n in (SM, SIN) if (g := _entropy_gaps(runs, n, deepest))}
-  if not gaps:
-    return None
-  last = max(g[-1] for g in gaps.values())
-  far_n, far_k = max(((n, k) for n, g in gaps.items() for k in range(len(g))),
-                     key=lambda nk: gaps[nk[0]][nk[1]])
-  return ("**Attention entropy per block** (depth "
-          f"{deepest}, {_steps(runs, 'main')} steps): ln 16 minus the final "
-          "attention entropy (nats), block 0 to the last, mean over seeds -- "
-          + "; ".join(f"{n}: " + ", ".join(f"{x:.3f}" for x in g)
-                      for n, g in gaps.items())
-          + f" (uniform rows: 0; one-hot: {ln16:.3f}). The last block is "
-          f"within {last:.3f} nats of uniform (its attention spreads over "
-          f"about {16 * np.exp(-last):.1f} of 16 tokens, as exp(entropy)), "
-          "consistent with the flat Fig. 7 maps of that block; farthest "
-          f"from uniform: {far_n}'s block {far_k} "
-          f"({gaps[far_n][far_k]:.3f} nats).")
+def _gaps(runs):
+  return {n: g for n in (SM, SIN) if (g := _entropy_gaps(runs, n))}
 
 
-def regime(runs, verdicts):
-  out = ["CIFAR-100 for 50 epochs with a per-normalizer lr/wd random search "
-         "and rotation augmentation (the authors' demo code, as the spec "
-         "records it; the paper's text gives no schedule) vs Fashion-MNIST "
-         f"for {_steps(runs, 'main')} (and {_steps(runs, FOCUS)}) steps with "
-         "one lr/wd for all (ours, *inferred*); no rotation augmentation at "
-         "reduced scale. Table 2's end-of-training orderings are judged "
-         "here as early-training orderings; whether a normalizer breaks "
-         "down (or trains stably) in \"the early stages\" of 50 epochs "
-         f"needs at least one epoch: those claims are judged on "
-         f"`{BD_PART}` ({_epochs(runs, BD_PART)} epoch, depth 1 only).",
-         "Table 2's depth-4 cells and Sec. 4's text disagree on "
-         "pre-normalization of sin_softmax and sin2_max_shifted: the text "
-         "says the norm versions \"decrease slightly\", the depth-4 cells "
-         "have them ahead. Each depth's claim follows its cell; the text is "
-         "one claim pooled over depths (`t2.prenorm_*_lower`)."]
-  return out + [x for x in (_depth_note(verdicts), _entropy_note(runs)) if x]
+def _last_gap(runs):
+  return max(g[-1] for g in _gaps(runs).values())
 
+
+def _farthest(runs, _):
+  gaps = _gaps(runs)
+  n, k = max(((n, k) for n, g in gaps.items() for k in range(len(g))),
+             key=lambda nk: gaps[nk[0]][nk[1]])
+  return f"{n}'s block {k} ({gaps[n][k]:.3f} nats)"
+
+
+def _seeds(where):
+  return lambda runs, _: str(len({r.seed for r in studies.select(runs,
+                                                                 where)}))
+
+
+def _paper_gain(norms):
+  return lambda runs, _: f"{float(np.mean([PAPER[n][2] - PAPER[n][0] for n in norms])):+.2f}"
+
+
+FACTS = {
+    "steps": lambda runs, _: render.steps(runs, {"part": "main"}),
+    "focus_steps": lambda runs, _: render.steps(runs, {"part": FOCUS}),
+    "epochs_bd": lambda runs, _: render.epoch_range(
+        studies.select(runs, {"part": BD_PART})),
+    "epochs_main": lambda runs, _: render.epoch_range(
+        studies.select(runs, {"part": "main"})),
+    "seeds": _seeds({"part": "main", "model.normalizer": tuple(PAPER)}),
+    "seeds_bd": _seeds({"part": "main", "model.normalizer": (
+        *study.BREAKDOWN, *study.BREAKDOWN_PRENORM)}),
+    "seeds_focus": _seeds({"part": FOCUS}),
+    "twice_chance": lambda runs, _: f"{200.0 / datasets.known(declaration.load(SPEC).runs[0].config.data.name).num_classes:g}",
+    "paper_trend": _paper_gain(TREND), "paper_trend_sm": _paper_gain([SM]),
+    "trend_n": lambda runs, _: str(len(TREND)),
+    "entropy_gaps": lambda runs, _: "; ".join(
+        f"{n}: " + ", ".join(f"{x:.3f}" for x in g)
+        for n, g in _gaps(runs).items()),
+    "entropy_last": lambda runs, _: f"{_last_gap(runs):.3f}",
+    "entropy_tokens": lambda runs, _: f"{16 * np.exp(-_last_gap(runs)):.1f}",
+    "entropy_farthest": _farthest,
+    "map_dev": lambda runs, _: f"{max(float(np.abs(m - 1 / m.size).max()) for m in _maps(runs)):.2g}",
+    "map_dev_share": lambda runs, _: f"{max(float(np.abs(m - 1 / m.size).max()) for m in _maps(runs)) * 16:.1%}",
+}
 
 STUDY = studies.Study(
     name="periodic",
@@ -454,9 +275,9 @@ STUDY = studies.Study(
             "grad_saturation": studies.mean_over_layers("grad_saturation"),
             "lgrad_q50": studies.mean_over_layers("lgrad_q50"),
             "score_tail_ratio": score_tail_ratio},
-    series=("train/accuracy", "train/diag/*"),
-    probe=probe, claims=CLAIMS, sections=sections, setting=setting,
-    regime=regime)
+    series=("train/accuracy", "train/diag/*"), probe=probe, claims=CLAIMS,
+    template=os.path.join(HERE, "RESULTS.md.tmpl"), tables=TABLES,
+    plots=PLOTS, facts=FACTS)
 
 
 if __name__ == "__main__":

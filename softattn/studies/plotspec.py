@@ -12,7 +12,9 @@ every study:
   the axis and says nothing): hollow mean markers mark those points;
 * series that share x values are dodged sideways so none hides another;
 * a paired-difference panel draws each pair's contrast, its mean and the
-  null (0, or 1 for a ratio), so "paired by seed" is visible.
+  null (0, or 1 for a ratio), so "paired by seed" is visible;
+* ``Quantiles`` (one run's quantile bands) and ``Heatmap`` (a probe's
+  per-token map, one colour scale per figure) say n=1 where they show it.
 """
 
 from __future__ import annotations
@@ -74,11 +76,40 @@ class Paired:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plot:
-  """One figure: ``title`` is its alt text in RESULTS.md."""
+class Quantiles:
+  """One run's training series of quantiles (``<prefix>_q01 .. _q99`` of
+  the first layer as bands, the deeper layers' medians as dashed lines):
+  the lowest finished seed of ``where`` (n=1, said in the title)."""
   title: str
-  panels: Sequence[Points | Curves | Paired]
+  ylabel: str
+  where: Selection
+  prefix: str
+  logy: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Heatmap:
+  """A per-token map a probe stored (``run.probes[probe]``, a square grid
+  flattened), of the one run of ``where`` that has it. Every heatmap of a
+  figure shares one colour scale centred at uniform (1 / tokens), at least
+  ±10 % of it wide, so noise does not read as structure."""
+  title: str
+  where: Selection
+  probe: str
+  label: str = "mean attention received"
+
+
+Panel = Points | Curves | Paired | Quantiles | Heatmap
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+  """One figure: ``title`` is its alt text in RESULTS.md; panels fill rows
+  of ``ncols`` (default: one row)."""
+  title: str
+  panels: Sequence[Panel]
   size: tuple[float, float] = (5.0, 3.8)
+  ncols: int | None = None
 
 
 def palette(plot: Plot) -> dict[str, str]:
@@ -87,7 +118,7 @@ def palette(plot: Plot) -> dict[str, str]:
   one."""
   labels: list[str] = []
   for p in plot.panels:
-    if not isinstance(p, Paired):
+    if isinstance(p, (Points, Curves)):
       labels += [k for k in (p.series if isinstance(p, Points) else p.groups)
                  if k not in labels]
   colors = {k: f"C{i % 10}" for i, k in enumerate(labels)}
@@ -217,15 +248,81 @@ def _paired(ax, p: Paired, runs, colors, claims: Mapping[str, Claim]) -> int:
   return drawn
 
 
+def _first_run(runs, where, has: str = "", probe: str = ""):
+  """The lowest finished seed of ``where`` with series ``has`` / probe."""
+  rs = sorted((r for r in select(runs, where) if r.done and (
+      not has or r.keys("diag/", has)) and (not probe or probe in r.probes)),
+              key=lambda r: r.seed)
+  return rs[0] if rs else None
+
+
+def _quantiles(ax, p: Quantiles, runs) -> int:
+  r = _first_run(runs, p.where, has=f"/{p.prefix}_q50")
+  if r is None:
+    return 0
+  keys = r.keys("diag/", f"/{p.prefix}_q50")
+  base = keys[0][:-len("_q50")]
+  q = {lv: r.curve(f"{base}_q{lv}") for lv in ("01", "10", "50", "90", "99")}
+  clip = (lambda v: np.maximum(v, 1e-8)) if p.logy else (lambda v: v)
+  steps = q["50"][0]
+  ax.fill_between(steps, clip(q["01"][1]), clip(q["99"][1]), alpha=0.15,
+                  color="C0", label="1-99 %")
+  ax.fill_between(steps, clip(q["10"][1]), clip(q["90"][1]), alpha=0.35,
+                  color="C0", label="10-90 %")
+  ax.plot(steps, clip(q["50"][1]), color="C0", label="median")
+  for i, k in enumerate(keys[1:]):
+    st, v = r.curve(k)
+    ax.plot(st, clip(v), color="C1", lw=0.8, ls="--",
+            label="median, deeper layers" if i == 0 else None)
+  if p.logy:
+    ax.set_yscale("log")
+  ax.set_title(f"{p.title} (n=1 run: seed {r.seed})", fontsize=8)
+  ax.set_xlabel("step")
+  ax.set_ylabel(p.ylabel)
+  return 1
+
+
+def _heatmaps(plot: Plot, runs) -> dict[int, tuple[np.ndarray, float, float]]:
+  """{panel index: (map, uniform, half width)} with one shared scale."""
+  maps = {}
+  for i, p in enumerate(plot.panels):
+    if isinstance(p, Heatmap):
+      r = _first_run(runs, p.where, probe=p.probe)
+      if r is not None:
+        maps[i] = np.asarray(r.probes[p.probe], float)
+  if not maps:
+    return {}
+  uniform = 1 / next(iter(maps.values())).size
+  half = max(0.1 * uniform, *(float(np.abs(m - uniform).max())
+                              for m in maps.values()))
+  return {i: (m, uniform, half) for i, m in maps.items()}
+
+
+def _heatmap(fig, ax, p: Heatmap, got) -> int:
+  if got is None:
+    return 0
+  m, uniform, half = got
+  side = int(round(np.sqrt(m.size)))
+  im = ax.imshow(m.reshape(side, side), cmap="RdBu_r", vmin=uniform - half,
+                 vmax=uniform + half)
+  ax.set_xlabel("token column")
+  ax.set_ylabel("token row")
+  cb = fig.colorbar(im, ax=ax, fraction=0.046)
+  cb.set_label(f"{p.label} (uniform 1/{m.size})", fontsize=7)
+  return 1
+
+
 def _legend_note(plot: Plot) -> str:
   """What the marks mean, for the kinds of panel the figure has."""
   notes = []
-  if any(not isinstance(p, Curves) for p in plot.panels):
-    notes.append(f"dots are seeds; filled markers are means with a 95 % CI "
-                 f"({MIN_BAND}+ seeds), hollow ones means of fewer seeds")
+  if any(isinstance(p, (Points, Paired)) for p in plot.panels):
+    notes.append(f"dots: seeds; filled: mean ± 95 % CI ({MIN_BAND}+ seeds); "
+                 "hollow: mean of fewer")
   if any(isinstance(p, Curves) for p in plot.panels):
-    notes.append(f"lines are means over seeds, with a 95 % band from "
-                 f"{MIN_BAND} seeds, each seed's own curve below that")
+    notes.append(f"lines: mean over seeds, band: 95 % CI ({MIN_BAND}+ "
+                 "seeds), else each seed thin")
+  if any(isinstance(p, (Quantiles, Heatmap)) for p in plot.panels):
+    notes.append("quantiles, maps: one run each")
   return f"{plot.title}: " + "; ".join(notes)
 
 
@@ -235,18 +332,26 @@ def draw(plot: Plot, path: str, runs: Sequence[Run],
   data."""
   colors = palette(plot)
   by_id = {c.id: c for c in claims}
-  fig, axes = plots.subplots(len(plot.panels), size=plot.size)
+  ncols = plot.ncols or len(plot.panels)
+  fig, axes = plots.subplots(ncols, -(-len(plot.panels) // ncols),
+                             size=plot.size)
   fig.suptitle(_legend_note(plot), fontsize=9)
+  maps = _heatmaps(plot, runs)
   drawn = 0
-  for ax, p in zip(axes[0], plot.panels):
+  for i, (ax, p) in enumerate(zip(axes.reshape(-1), plot.panels)):
+    ax.set_title(p.title, fontsize=9)
     n = (_points(ax, p, runs, colors) if isinstance(p, Points) else
          _curves(ax, p, runs, colors) if isinstance(p, Curves) else
-         _paired(ax, p, runs, colors, by_id))
-    ax.set_title(p.title, fontsize=9)
+         _paired(ax, p, runs, colors, by_id) if isinstance(p, Paired) else
+         _quantiles(ax, p, runs) if isinstance(p, Quantiles) else
+         _heatmap(fig, ax, p, maps.get(i)))
     ax.grid(alpha=0.3)
-    if n and ax.get_legend_handles_labels()[0]:
+    if n and ax.get_legend_handles_labels()[0] and not isinstance(
+        p, Heatmap):
       ax.legend(fontsize=6)
     drawn += n
+  for ax in axes.reshape(-1)[len(plot.panels):]:
+    ax.set_visible(False)
   if not drawn:
     plots.pyplot().close(fig)
     return None

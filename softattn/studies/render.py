@@ -82,27 +82,26 @@ class Table:
   rows: Sequence[tuple[str, Sequence[Any]]]
 
   def __post_init__(self):
-    labels = [label for label, _ in self.rows]
-    if len(set(labels)) < len(labels):
-      raise ValueError(f"table rows {labels} repeat a label; a cell is "
-                       "named by its row label")
     for label, row in self.rows:
       if len(row) != len(self.columns) - 1:
         raise ValueError(f"table row {label!r} has {len(row)} cells for "
                          f"{len(self.columns) - 1} columns")
 
-  def cells(self, runs: Sequence[Run]) -> dict[tuple[str, str], str]:
-    """{(row label, column header): rendered cell}."""
+  def _rows(self, runs: Sequence[Run]) -> list[list[str]]:
     text = lambda x: x.text(runs) if isinstance(x, Cell) else \
         x(runs) if callable(x) else str(x)
-    return {(label, col): text(x) for label, row in self.rows
-            for col, x in zip(self.columns[1:], row)}
+    return [[label, *[text(x) for x in row]] for label, row in self.rows]
+
+  def cells(self, runs: Sequence[Run]) -> dict[tuple[str, str], str]:
+    """{(row label, column header): rendered cell}; a row label that
+    repeats names no cell."""
+    labels = [label for label, _ in self.rows]
+    return {(row[0], col): x for row in self._rows(runs)
+            if labels.count(row[0]) == 1
+            for col, x in zip(self.columns[1:], row[1:])}
 
   def markdown(self, runs: Sequence[Run]) -> str:
-    c = self.cells(runs)
-    return md_table(self.columns, [[label, *[c[label, col] for col in
-                                             self.columns[1:]]]
-                                   for label, _ in self.rows])
+    return md_table(self.columns, self._rows(runs))
 
 
 def epoch_range(runs: Sequence[Run]) -> str:
