@@ -90,6 +90,8 @@ def test_failures_are_one_line_naming_the_template_line(text, match):
 def test_unchecked_context_skips_only_the_expectations():
   ctx = context(check=False)
   assert template.fill("{{expect:up=contradicted}}x", ctx) == "x"
+  assert template.fill("{{estimate:later}}, {{p:later}}", ctx) == \
+      "no estimate, no p-value"
   with pytest.raises(TemplateError, match="unknown claim"):
     template.fill("{{expect:nope=confirmed}}", ctx)
 

@@ -1,4 +1,4 @@
-r"""The scaled non-local study (Cho et al. 2022): probes, sections, ``STUDY``.
+r"""The scaled non-local study (Cho et al. 2022): probes, what RESULTS.md shows.
 
   python experiments/nonlocal/report.py --workdir=workdirs/nonlocal   # export + report
   python experiments/nonlocal/report.py --from-csv experiments/nonlocal/runs.csv
@@ -8,9 +8,9 @@ focus part, 4 seeds x ~1 epoch on Table 2's init claims; the
 ``paper_defaults`` focus part, the paper's own setting where ``main``
 differs: scaled NL with He, Tables 1 and 2 at 1 head; the ``unscaled``
 focus part, Sec. 3.1's block without the scaling factor, 3 seeds), the
-claims of ``claims.py`` (the paper's claims as data, rendered here) and the
-sections of RESULTS.md. The rule that judges them is
-``softattn.studies.claims.RULE``.
+claims of ``claims.py`` (the paper's claims as data) and, as data, the
+tables, plots and facts the hand-written ``RESULTS.md.tmpl`` names. The
+rule that judges the claims is ``softattn.studies.claims.RULE``.
 
 Probes (run when exporting ``runs.csv``; ``--no_probes`` skips them):
 
@@ -32,8 +32,10 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.studies import plots, render
+from softattn.studies import render
 from softattn.studies.claims import ERROR
+from softattn.studies.plotspec import Heatmap, Paired, Plot, Points
+from softattn.studies.render import Cell, Table
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,311 +144,141 @@ def probe(runs, cache_dir):
 
 
 # --------------------------------------------------------------------------
-# Sections.
+# What RESULTS.md shows.
+
+BLOCKS = ("softmax", "scaled")
+MODES = ("base", "magnitude", "direction")
+err = lambda where: Cell(where, ERROR)
 
 
-def _paired_diffs(runs, heads):
-  """Per-seed scaled NL - NL test error at ``heads`` in ``main``: the
-  contrast the Table 3 verdicts test."""
-  err = {b: {r.seed: ERROR.of(r) for r in studies.select(runs, sel(heads, b))
-             if r.done} for b in ("softmax", "scaled")}
-  return [err["scaled"][s] - err["softmax"][s]
-          for s in sorted(set(err["softmax"]) & set(err["scaled"]))]
+def _count(where):
+  """(diverged, finished, declared) runs of ``where``, as three cells."""
+  pick = lambda f: lambda runs: str(f(studies.select(runs, where)))
+  return [pick(lambda rs: sum(r.diverged for r in rs)),
+          pick(lambda rs: sum(r.done for r in rs)), pick(len)]
 
 
-def plot_error(path, runs):
-  """Left: error per head count (each block's own seed spread); right:
-  the paired scaled - NL difference the verdicts test, with its CI."""
-  fig, axes = plots.subplots(2, size=(5.0, 4.0))
-  ax, dx = axes[0]
-  series = {LABEL[b]: [(h, studies.summarize(
-      [ERROR.of(r) for r in studies.select(runs, sel(h, b)) if r.done]))
-                       for h in HEADS] for b in ("softmax", "scaled")}
-  if not plots.errorbars(ax, series, dodge=0.08):
-    plots.pyplot().close(fig)
-    return None
-  ax.set_xlabel("NL heads (0 = no NL block)")
-  ax.set_ylabel("test error % (mean ± 95 % CI)")
-  ax.set_title("Table 3 analog: error vs heads (part main)", fontsize=9)
-  ax.legend(fontsize=7)
-  ax.grid(alpha=0.3)
-  plots.errorbars(dx, {"scaled NL - NL, paired by seed": [
-      (h, studies.summarize(_paired_diffs(runs, h))) for h in HEADS[1:]]})
-  dx.axhline(0.0, color="k", lw=0.8)
-  dx.set_xlabel("NL heads")
-  dx.set_ylabel("scaled NL - NL error, points (mean ± 95 % CI)")
-  dx.set_title("paired difference (< 0: scaled NL better)", fontsize=9)
-  dx.legend(fontsize=7)
-  dx.grid(alpha=0.3)
-  return plots.save(fig, path)
+def _paper_t3(h, b):
+  return paper_cell(PAPER_T3[h][b]) if h in PAPER_T3 else "-"
 
 
-def plot_maps(path, runs):
-  """The stored maps: image 0 (first test image), head 0 of the first NL
-  block, per block and part (the probe keeps the lowest seed's)."""
-  maps = [(f"{LABEL[b]} ({r.part}, seed {r.seed})\nfirst NL block, "
-           "head 0, test image 0", np.asarray(r.probes["attention_map"]))
-          for b in ("softmax", "scaled")
-          for r in studies.select(runs, sel(4, b))
-          if "attention_map" in r.probes]
-  if not maps:
-    return None
-  fig, axes = plots.subplots(len(maps), size=(3.3, 3.4))
-  for ax, (label, m) in zip(axes[0], maps):
-    im = ax.imshow(m, cmap="viridis", aspect="auto")
-    ax.set_title(label, fontsize=7)
-    ax.set_xlabel("key position (HW)")
-    ax.set_ylabel("query position (HW)")
-    fig.colorbar(im, ax=ax, fraction=0.046).set_label("attention weight",
-                                                       fontsize=7)
-  return plots.save(fig, path)
+def _paper_mem(h, i):
+  return f"{PAPER_MEM[h][i]} / {PAPER_MS[h][i]}" if h in PAPER_MEM else "-"
 
 
-def _design(runs, part) -> str:
-  """"300 steps (0.32 epoch) x 3 seeds": a part's budget, from its runs."""
-  return render.design(runs, {"part": part})
+TABLES = {
+    "t3": Table(["heads", "paper NL", "paper scaled NL", "ours NL",
+                 "ours scaled NL", "ours scaled NL, He"],
+                [(str(h), [_paper_t3(h, "softmax"), _paper_t3(h, "scaled"),
+                           err(sel(h)), err(sel(h, "scaled")),
+                           err(paper_sel(h, "scaled")) if h in (1, 2, 4)
+                           else "-"]) for h in HEADS]),
+    "t3b": Table(["heads", "paper NL MB / ms", "paper scaled MB / ms",
+                  "XLA NL MB", "XLA scaled MB", "ours NL GFLOP",
+                  "ours scaled GFLOP", "ours NL ms", "ours scaled ms"],
+                 [(str(h), [_paper_mem(h, 0), _paper_mem(h, 1),
+                            *[Cell(sel(h, b), m, fmt) for m, fmt in (
+                                (MEMORY, {"digits": 0}), (FLOPS, {}),
+                                (STEP_MS, {})) for b in BLOCKS]])
+                  for h in HEADS]),
+    "t1": Table(["block", *[f"paper {m}" for m in MODES],
+                 *[f"ours {m}" for m in MODES]],
+                [(LABEL[b], [*[paper_cell(PAPER_T1[b][m])
+                               for m in MODES],
+                             *[err(sel(4, b, m)) for m in MODES]])
+                 for b in BLOCKS] +
+                [(f"{LABEL[b]}, 1 head, {INITS[PAPER_INIT[b]]}", [
+                    *[paper_cell(PAPER_T1[b][m]) for m in MODES],
+                    *[err(paper_sel(1, b, m)) for m in MODES]])
+                 for b in BLOCKS]),
+    "t2": Table(["block", *[f"paper {v}" for v in INITS.values()],
+                 *[f"ours {v}" for v in INITS.values()], "ours He, 1 epoch",
+                 "ours sigma 0.01, 1 epoch"],
+                [(LABEL[b], [*[paper_cell(PAPER_T2[b][i]) for i in INITS],
+                             *[err(sel(4, b, init=i)) for i in INITS],
+                             err(sel(4, b, init="he", part=FOCUS)),
+                             err(sel(4, b, part=FOCUS))]) for b in BLOCKS] +
+                [(f"{LABEL[b]}, 1 head", [
+                    *[paper_cell(PAPER_T2[b][i]) for i in INITS],
+                    *[err(paper_sel(1, b, init=i)) for i in INITS], "-", "-"])
+                 for b in BLOCKS]),
+    "s31": Table(["runs", "diverged", "finished", "declared"], [
+        ("scaled NL, every part", _count({NL + "normalizer": "scaled"})),
+        ("NL without softmax or scaling, 4 heads, He (`unscaled`)",
+         _count({"part": UNSCALED_PART}))]),
+    "fig1": Table(["block", "ratio"], [(LABEL[b], [Cell(sel(4, b), VERTICAL)])
+                                       for b in BLOCKS]),
+}
+
+PLOTS = {
+    "table3_error": Plot("test error vs heads", [
+        Points("Table 3 analog: error vs heads (part main)", ERROR,
+               "NL heads (0 = no NL block)",
+               {LABEL[b]: [(h, sel(h, b)) for h in HEADS] for b in BLOCKS},
+               dodge=0.08),
+        Paired("paired by seed: scaled NL - NL (< 0: scaled better)", {
+            f"{h} head{'s' if h > 1 else ''}{', ' + tag if tag else ''}":
+            f"t3.scaled_lt_nl.h{h}{sfx}"
+            for sfx, tag in (("", ""), (".paper", "He"))
+            for h in (1, 2, 4)} | {
+                "4 heads, 1 epoch": "t3.scaled_lt_nl.h4.1ep",
+                "4 heads, 1 epoch, He": "t3.scaled_lt_nl.h4.1ep.paper"},
+               "scaled NL - NL error, points")], size=(5.5, 4.0)),
+    "attention_maps": Plot("attention maps", [
+        Heatmap(f"{LABEL[b]} ({part}, seed 0)\nfirst NL block, head 0, test "
+                "image 0", sel(4, b, part=part), "attention_map",
+                label="attention weight", centred=False,
+                axes=("key position (HW)", "query position (HW)"))
+        for b in BLOCKS for part in ("main", FOCUS)], size=(3.3, 3.4)),
+}
 
 
-def _t3(runs, err, f_err) -> str:
-  return ("## Table 3 analog: heads, test error %\n\nPaper cells: CIFAR-10 "
-          "/ CIFAR-100, PreResNet-56; the 0-head cells are garbled in the "
-          "text we have (6.37 / ~26.5 %, 2827 MB, 62.27 ms: our best "
-          "reading). Ours: Fashion-MNIST at 16x16; compare differences, not "
-          "levels.\n\nOurs: sigma 0.01 for both blocks (`main`, "
-          f"{_design(runs, 'main')}) and, in the paper's setting, scaled NL "
-          "with He (`main` at 4 heads, `paper_defaults` at 1 and 2). The "
-          "right panel of the figure is the paired scaled NL - NL "
-          "difference the verdicts test.\n\n"
-          + render.md_table(
-              ["heads", "paper NL", "paper scaled NL", "ours NL",
-               "ours scaled NL", "ours scaled NL, He"],
-              [[h, paper_cell(PAPER_T3[h]["softmax"]) if h in PAPER_T3 else "-",
-                paper_cell(PAPER_T3[h]["scaled"]) if h in PAPER_T3 else "-",
-                err(sel(h)), err(sel(h, "scaled")),
-                err(paper_sel(h, "scaled")) if h in (1, 2, 4) else "-"]
-               for h in HEADS]) +
-          "\n\n" + render.image(f_err, "test error vs heads"))
+def _design(part):
+  return lambda runs, _: render.design(runs, {"part": part})
 
 
-def _t3b(runs) -> str:
-  mem = lambda where: render.cell(runs, where, MEMORY, digits=0)
-  ms = lambda where: render.cell(runs, where, STEP_MS)
-  gf = lambda where: render.cell(runs, where, FLOPS)
-  paper = lambda h, i: (f"{PAPER_MEM[h][i]} / {PAPER_MS[h][i]}"
-                        if h in PAPER_MEM else "-")
-  return ("## Table 3 analog: memory, FLOPs and step time\n\nMemory: XLA's "
-          "plan of one train step of the paper's full-scale model (batch "
-          "128, PreResNet-56 + 3 NL blocks, 32x32x3) on this machine's CPU "
-          "backend, read from the committed probe cache "
-          "`experiments/nonlocal/memory.json` (written when runs.csv is "
-          "exported; the same for every seed); the paper does not say how "
-          "it measured memory, so compare the trend. FLOPs: XLA's count of "
-          "one compiled train step of our reduced runs (8x8 maps). Step "
-          "time: median of the logged steps/s of our reduced runs (8x8 "
-          "maps, where the NL block's quadratic cost is a small part of a "
-          "step; 2 shared CPU cores, noisy): not the paper's 32x32 regime."
-          "\n\n" + render.md_table(
-              ["heads", "paper NL MB / ms", "paper scaled MB / ms",
-               "XLA NL MB", "XLA scaled MB", "ours NL GFLOP",
-               "ours scaled GFLOP", "ours NL ms", "ours scaled ms"],
-              [[h, paper(h, 0), paper(h, 1), mem(sel(h)),
-                mem(sel(h, "scaled")), gf(sel(h)), gf(sel(h, "scaled")),
-                ms(sel(h)), ms(sel(h, "scaled"))] for h in HEADS]))
-
-
-def _t1(runs, err) -> str:
-  modes = ("base", "magnitude", "direction")
-  return ("## Table 1 analog: magnitude-only / direction-only, test error "
-          "%\n\nOurs at 4 heads with sigma 0.01 for both blocks (`main`), "
-          "and in the paper's setting: 1 head, He for scaled NL "
-          f"(`paper_defaults`, {_design(runs, PAPER_PART)}).\n\n"
-          + render.md_table(
-              ["block", *[f"paper {m}" for m in modes],
-               *[f"ours {m}" for m in modes]],
-              [[LABEL[b], *[paper_cell(PAPER_T1[b][m]) for m in modes],
-                *[err(sel(4, b, m)) for m in modes]]
-               for b in ("softmax", "scaled")] +
-              [[f"{LABEL[b]}, 1 head, {INITS[PAPER_INIT[b]]}",
-                *[paper_cell(PAPER_T1[b][m]) for m in modes],
-                *[err(paper_sel(1, b, m)) for m in modes]]
-               for b in ("softmax", "scaled")]))
-
-
-def _t2(runs, err) -> str:
-  ep = render.epoch_range(studies.select(runs, {"part": FOCUS}))
-  return ("## Table 2 analog: embedding init, test error %\n\nOurs at 4 "
-          f"heads: {_design(runs, 'main')} (`main`) and, for He vs sigma "
-          f"0.01, {_design(runs, FOCUS)} (`{FOCUS}`, the run set that "
-          "spends CPU on these claims); at 1 head, the paper's setting, "
-          f"{_design(runs, PAPER_PART)} (`main`, `paper_defaults`).\n\n"
-          + render.md_table(
-              ["block", *[f"paper {v}" for v in INITS.values()],
-               *[f"ours {v}" for v in INITS.values()], f"ours He, {ep} epoch",
-               f"ours sigma 0.01, {ep} epoch"],
-              [[LABEL[b], *[paper_cell(PAPER_T2[b][i]) for i in INITS],
-                *[err(sel(4, b, init=i)) for i in INITS],
-                err(sel(4, b, init="he", part=FOCUS)),
-                err(sel(4, b, part=FOCUS))] for b in ("softmax", "scaled")] +
-              [[f"{LABEL[b]}, 1 head",
-                *[paper_cell(PAPER_T2[b][i]) for i in INITS],
-                *[err(paper_sel(1, b, init=i)) for i in INITS], "-", "-"]
-               for b in ("softmax", "scaled")]))
-
-
-def _s31(runs) -> str:
-  """Diverged / finished counts: the scaled runs, and the unscaled part."""
-  def count(where):
-    rs = studies.select(runs, where)
-    return (sum(r.diverged for r in rs), sum(r.done for r in rs), len(rs))
-  rows = [["scaled NL, every part", *count({NL + "normalizer": "scaled"})],
-          ["NL without softmax or scaling, 4 heads, He "
-           f"(`{UNSCALED_PART}`, {_design(runs, UNSCALED_PART)})",
-           *count({"part": UNSCALED_PART})]]
-  return ("## Sec. 3.1: divergence without the scaling factor\n\nThe block "
-          "without softmax and without the 1/sqrt(HW) factor uses the "
-          f"scores as weights (`{UNSCALED}`). Its output variance grows "
-          "with HW (the paper's footnote); our stage-2 maps are 8x8 (HW = "
-          "64, a factor sqrt(64) = 8 that the scaling removes) where the "
-          "paper's are 32x32 (HW = 1024, a factor 32), and our runs are "
-          "early-training, so a block that diverges in the paper's setting "
-          "need not diverge in ours.\n\n" + render.md_table(
-              ["runs", "diverged", "finished", "declared"], rows))
-
-
-def _fig1(runs, f_maps) -> str:
-  return ("## Fig. 1 analog: attention maps\n\n" + render.image(
-      f_maps, "attention maps") + "\n\nStatistic: mean over keys of the "
-      "variance across queries / mean over queries of the variance across "
-      "keys, of the first NL block's sown HW x HW weights (4 test images, "
-      "all heads), per 4-head run. Near 0: vertical lines (a key's weight "
-      "does not depend on the query); ~1: as query-dependent as "
-      "key-dependent, which is what a ratio far from 0 says even when the "
-      "ordering matches the paper's. The ordering (NL below scaled NL) is "
-      "already there in the untrained models, so the comparison is not "
-      "judged (see the claims).\n\n" + render.md_table(
-          ["block", "ratio"], [[LABEL[b], render.cell(runs, sel(4, b),
-                                                      VERTICAL)]
-                               for b in ("softmax", "scaled")]))
-
-
-def sections(runs, verdicts, out):
-  err = lambda where: render.cell(runs, where, ERROR)
-  table = lambda section: render.claims_of(section, CLAIMS, verdicts)
-  f_err = plot_error(os.path.join(out, "table3_error.png"), runs)
-  f_maps = plot_maps(os.path.join(out, "attention_maps.png"), runs)
-  return ([_t3(runs, err, f_err), table("t3"), _t3b(runs), table("t3b"),
-           _t1(runs, err), table("t1"), _t2(runs, err), table("t2"),
-           _s31(runs), table("s31"), _fig1(runs, f_maps), table("fig1")],
-          [f_err, f_maps])
-
-
-def setting(runs):
-  c = declaration.load(SPEC).runs[0].config
-  return (f"PreResNet-{c.model.depth} + {c.model.nl_blocks.count} NL blocks "
-          f"in stage 2 on Fashion-MNIST resized to 16x16, SGD 0.1 /10 "
-          f"twice, batch {c.batch_size}: {_design(runs, 'main')} (`main`); "
-          f"{_design(runs, FOCUS)} (`{FOCUS}`) for the init claims and the "
-          "4-head comparison; the paper's setting (1 head for Tables 1-2, "
-          f"He for scaled NL) at {_design(runs, PAPER_PART)} "
-          f"(`{PAPER_PART}`); the block without scaling (Sec. 3.1) at "
-          f"{_design(runs, UNSCALED_PART)} (`{UNSCALED_PART}`). Full scale: "
-          "`experiments/nonlocal/sweep.py:scale=full`.")
-
-
-def regime(runs, verdicts):
-  return [
-      "The paper trains 164 epochs on CIFAR; ours are "
-      f"{render.epoch_range(runs)} epoch of Fashion-MNIST at 16x16: "
-      "orderings early in training, not end points; the paper's gaps "
-      "(0.1-0.3 points on CIFAR-10, 0.3-1 on CIFAR-100) are below or near "
-      "our seed spread.",
-      "The paper's Table 1 and 2 base cells equal its 1-head Table 3 cells "
-      "(and scaled NL's base is its He column): it runs Tables 1 and 2 at "
-      "1 head and scaled NL with He. Ours run them at 4 heads with sigma "
-      "0.01 for both blocks (`main`) and again in the paper's setting "
-      "(`paper_defaults`; the claims marked \"the paper's setting\" and "
-      "\"(He, the paper's init for it)\")." + _setting_note(verdicts),
-      "Memory is XLA's compiled plan, not a measured GPU peak.",
-  ] + _budget_note(runs, verdicts) + _dead_at_zero(runs) + _no_divergence(
-      runs, verdicts)
-
-
-def _no_divergence(runs, verdicts) -> list[str]:
-  """Sec. 3.1's divergence is a property of the paper's regime (16x16
-  stage-2 maps, 164 epochs): say what ours shows when it does not."""
-  rs = [r for r in studies.select(runs, {"part": UNSCALED_PART})
-        if r.done or r.diverged]
-  if not rs or any(r.diverged for r in rs):
-    return []
-  return [f"**The unscaled block does not diverge here:** 0/{len(rs)} "
-          "runs diverged. Without 1/sqrt(HW) its output grows with "
-          "sqrt(HW), 8 at our 8x8 stage-2 maps against 16 at the paper's "
-          "16x16, over "
-          f"{render.epoch_range(rs)} epoch: 'often diverging' is a claim "
-          "about the paper's regime that ours is too small and short to "
-          "reach, so it is not testable here."]
-
-
-def _setting_note(verdicts) -> str:
-  """" Of the N claims judged in both settings, K get the same word": do
-  our 4-head, sigma-0.01 verdicts carry over to the paper's setting?"""
+def _settings_agree(_, verdicts):
+  """"13 of the 15": claims judged in ours and in the paper's setting that
+  get the same word in both."""
   both = [(verdicts[k], verdicts[k + sfx]) for k in verdicts
           for sfx in (".h1", ".paper") if k + sfx in verdicts]
-  if not both:
-    return ""
-  same = sum(a.word == b.word for a, b in both)
-  flips = [f"`{k}` ({verdicts[k].word} in ours, {verdicts[k + sfx].word} "
-           "in the paper's)" for k in verdicts for sfx in (".h1", ".paper")
-           if k + sfx in verdicts and verdicts[k].word !=
-           verdicts[k + sfx].word]
-  return (f" Of the {len(both)} claims judged in both settings, {same} get "
-          "the same word in each" + (f"; they differ on {', '.join(flips)}"
-                                     if flips else "") + ".")
+  return f"{sum(a.word == b.word for a, b in both)} of the {len(both)}"
 
 
-def _budget_note(runs, verdicts) -> list[str]:
-  """The 4-head headline at both budgets (and, at the longer one, in the
-  paper's setting), when the budgets' words differ."""
-  short = verdicts.get("t3.scaled_lt_nl.h4")
-  long_ = verdicts.get("t3.scaled_lt_nl.h4.1ep")
-  if short is None or long_ is None or short.word == long_.word:
-    return []
-  at = lambda part: "/".join(map(str, sorted(
-      {r.total_steps for r in studies.select(runs, {"part": part})
-       if r.total_steps})))
-  fmt = lambda v: f"{v.word} ({render.estimate(v)}, n={v.n})"
-  paper = verdicts.get("t3.scaled_lt_nl.h4.1ep.paper")
-  return ["**The 4-head comparison depends on the budget:** scaled NL - "
-          f"NL error is {fmt(short)} at {at('main')} steps and {fmt(long_)} "
-          f"at {at(FOCUS)} steps ({render.epoch_range(studies.select(runs, {'part': FOCUS}))} "
-          "epoch)" + (f"; in the paper's setting (scaled NL with He) at "
-                      f"{at(FOCUS)} steps it is {fmt(paper)}" if paper else "")
-          + "; none is the paper's 164-epoch end point."]
-
-
-def _dead_at_zero(runs) -> list[str]:
-  """A note when the sigma-0 NL and scaled NL runs are the same network
-  (equal test error in every seed), at each head count that ran sigma 0."""
-  same = []
+def _sigma0_same(runs, _):
+  """"3 of 3 seeds at 1 head and 3 of 3 at 4 heads": seeds in which NL and
+  scaled NL at sigma 0 reach exactly the same test error."""
+  out = []
   for heads in (1, 4):
-    err = {b: {r.seed: ERROR.of(r) for r in studies.select(
-        runs, paper_sel(heads, b, init="zeros")) if r.done}
-           for b in ("softmax", "scaled")}
-    seeds = sorted(set(err["softmax"]) & set(err["scaled"]))
-    if seeds and all(err["softmax"][s] == err["scaled"][s] for s in seeds):
-      same.append((heads, len(seeds)))
-  if not same:
-    return []
-  where = " and ".join(f"{n} seeds at {h} head{'s' if h > 1 else ''}"
-                       for h, n in same)
-  return [f"**sigma 0 leaves the blocks untrained:** NL and scaled NL at "
-          f"sigma 0 reach the same test error to the last digit in all "
-          f"{where}. With theta, phi, g at 0 the block's y is 0, "
-          "and with W_z's BatchNorm at gamma = 0 no gradient reaches theta, "
-          "phi, g or W_z (only the BN shift trains), so the 'sigma 0 is "
-          "worse' claims compare against a network whose NL blocks never "
-          "learn."]
+    e = {b: {r.seed: ERROR.of(r) for r in studies.select(
+        runs, paper_sel(heads, b, init="zeros")) if r.done} for b in BLOCKS}
+    seeds = set(e["softmax"]) & set(e["scaled"])
+    same = sum(e["softmax"][s] == e["scaled"][s] for s in seeds)
+    out.append(f"{same} of {len(seeds)} seeds at {heads} "
+               f"head{'s' if heads > 1 else ''}")
+  return " and ".join(out)
 
+
+def _unscaled_diverged(runs, _):
+  """"0/3": the unscaled part's runs that diverged, of those that ended."""
+  rs = [r for r in studies.select(runs, {"part": UNSCALED_PART})
+        if r.done or r.diverged]
+  return f"{sum(r.diverged for r in rs)}/{len(rs)}"
+
+
+FACTS = {
+    "main": _design("main"), "focus": _design(FOCUS),
+    "paper": _design(PAPER_PART), "unscaled": _design(UNSCALED_PART),
+    "epochs": lambda runs, _: render.epoch_range(runs),
+    "epochs_focus": lambda runs, _: render.epoch_range(
+        studies.select(runs, {"part": FOCUS})),
+    "epochs_unscaled": lambda runs, _: render.epoch_range(
+        studies.select(runs, {"part": UNSCALED_PART})),
+    "steps_main": lambda runs, _: render.steps(runs, {"part": "main"}),
+    "steps_focus": lambda runs, _: render.steps(runs, {"part": FOCUS}),
+    "settings_agree": _settings_agree, "sigma0_same": _sigma0_same,
+    "unscaled_diverged": _unscaled_diverged,
+}
 
 STUDY = studies.Study(
     name="nonlocal",
@@ -459,8 +291,8 @@ STUDY = studies.Study(
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": lambda r: (lambda s: 1000.0 / s if s else None)(
         studies.median_train("steps_per_sec")(r))},
-    probe=probe, claims=CLAIMS, sections=sections, setting=setting,
-    regime=regime)
+    probe=probe, claims=CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
+    tables=TABLES, plots=PLOTS, facts=FACTS)
 
 
 if __name__ == "__main__":

@@ -89,14 +89,17 @@ class Quantiles:
 
 @dataclasses.dataclass(frozen=True)
 class Heatmap:
-  """A per-token map a probe stored (``run.probes[probe]``, a square grid
-  flattened), of the one run of ``where`` that has it. Every heatmap of a
-  figure shares one colour scale centred at uniform (1 / tokens), at least
-  ±10 % of it wide, so noise does not read as structure."""
+  """A map a probe stored (``run.probes[probe]``: a matrix, or a square
+  grid flattened), of the lowest seed of ``where`` that has it. With
+  ``centred``, every heatmap of a figure shares one colour scale centred at
+  uniform (1 / its entries), at least ±10 % of it wide, so noise does
+  not read as structure; else each has its own (viridis)."""
   title: str
   where: Selection
   probe: str
   label: str = "mean attention received"
+  centred: bool = True
+  axes: tuple[str, str] = ("token column", "token row")
 
 
 Panel = Points | Curves | Paired | Quantiles | Heatmap
@@ -283,18 +286,20 @@ def _quantiles(ax, p: Quantiles, runs) -> int:
 
 
 def _heatmaps(plot: Plot, runs) -> dict[int, tuple[np.ndarray, float, float]]:
-  """{panel index: (map, uniform, half width)} with one shared scale."""
+  """{panel index: (2-D map, uniform, half width)}, the centred ones on one
+  shared scale."""
   maps = {}
   for i, p in enumerate(plot.panels):
     if isinstance(p, Heatmap):
       r = _first_run(runs, p.where, probe=p.probe)
       if r is not None:
-        maps[i] = np.asarray(r.probes[p.probe], float)
-  if not maps:
-    return {}
-  uniform = 1 / next(iter(maps.values())).size
-  half = max(0.1 * uniform, *(float(np.abs(m - uniform).max())
-                              for m in maps.values()))
+        m = np.asarray(r.probes[p.probe], float)
+        side = int(round(np.sqrt(m.size)))
+        maps[i] = m if m.ndim == 2 else m.reshape(side, side)
+  centred = [m for i, m in maps.items() if plot.panels[i].centred]
+  uniform = 1 / centred[0].size if centred else 0.0
+  half = max([0.1 * uniform, *(float(np.abs(m - uniform).max())
+                               for m in centred)])
   return {i: (m, uniform, half) for i, m in maps.items()}
 
 
@@ -302,13 +307,15 @@ def _heatmap(fig, ax, p: Heatmap, got) -> int:
   if got is None:
     return 0
   m, uniform, half = got
-  side = int(round(np.sqrt(m.size)))
-  im = ax.imshow(m.reshape(side, side), cmap="RdBu_r", vmin=uniform - half,
-                 vmax=uniform + half)
-  ax.set_xlabel("token column")
-  ax.set_ylabel("token row")
-  cb = fig.colorbar(im, ax=ax, fraction=0.046)
-  cb.set_label(f"{p.label} (uniform 1/{m.size})", fontsize=7)
+  if p.centred:
+    im = ax.imshow(m, cmap="RdBu_r", vmin=uniform - half,
+                   vmax=uniform + half)
+    label = f"{p.label} (uniform 1/{m.size})"
+  else:
+    im, label = ax.imshow(m, cmap="viridis", aspect="auto"), p.label
+  ax.set_xlabel(p.axes[0])
+  ax.set_ylabel(p.axes[1])
+  fig.colorbar(im, ax=ax, fraction=0.046).set_label(label, fontsize=7)
   return 1
 
 

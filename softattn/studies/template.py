@@ -51,8 +51,9 @@ class Context:
   ``rule``), already rendered; ``tables``: name -> markdown and name ->
   {(row, column): cell}; ``images``: name -> markdown; ``facts``: name ->
   text; ``shown``: the claim ids a verdicts table has shown so far;
-  ``check=False`` skips the expectations (a report from synthetic runs in
-  a test, whose data are not the ones the prose describes).
+  ``check=False`` skips the expectations and writes "no estimate" where
+  the prose names an estimate the rule did not give (a report from
+  synthetic runs, or before the runs, which the prose does not describe).
   """
   claims: Sequence[Claim]
   verdicts: Mapping[str, Verdict]
@@ -79,6 +80,8 @@ def _verdict(ctx: Context, cid: str) -> Verdict:
 
 def _p(ctx: Context, cid: str) -> str:
   v = _verdict(ctx, cid)
+  if v.p is None and not ctx.check:
+    return "no p-value"
   if v.p is None:
     raise TemplateError(f"claim {cid!r} has no p-value ({v.word}); "
                         "write its label ({{verdict:...}}) instead")
@@ -88,6 +91,8 @@ def _p(ctx: Context, cid: str) -> str:
 def _estimate(ctx: Context, cid: str) -> str:
   from softattn.studies import render  # pylint: disable=g-import-not-at-top
   v = _verdict(ctx, cid)
+  if v.estimate is None and not ctx.check:
+    return "no estimate"
   if v.estimate is None:
     raise TemplateError(f"claim {cid!r} has no estimate ({v.word}: "
                         f"{v.reason}); write its label instead")
