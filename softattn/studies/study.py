@@ -4,7 +4,10 @@
 (workdir subfolder -> sweep args; ``focus`` for the runs that spend extra
 CPU on claims more seeds or a longer budget can settle), what each run
 record keeps (``fields``, ``values``, ``series``, checkpoint ``probe``),
-the claims, and the study's sections. Then
+the claims, and what RESULTS.md shows: a hand-written ``template``
+(``softattn.studies.template``) with the ``tables`` (``render.Table``),
+``plots`` (``plotspec.Plot``) and ``facts`` it names, or (the older form,
+elementwise) Python ``sections`` / ``setting`` / ``regime``. Then
 
   python experiments/<study>/report.py --workdir=workdirs/<study>
       # reads the runs, writes <out>/runs.csv, renders from that file
