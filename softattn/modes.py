@@ -173,16 +173,32 @@ def weights(mode: str, t, valid, eps, upper=None):
   return e if den is None else e / den
 
 
+def _cpu_row(row):
+  # The same values (only -inf can fail the test, and exp(-inf - nan) is
+  # nan, as exp(-inf - -inf)), but as a select: XLA:CPU then keeps the score
+  # matmul apart from the exp instead of fusing and recomputing it (13 %
+  # faster softmax fwd+bwd at L=1024 than with the bare max).
+  return jnp.where(row > -jnp.inf, row, jnp.nan)
+
+
 def _running_max(m, t, valid, floor=None):
   """``max(m, row max of valid t)``; ``m=None`` (a whole row, the dense
-  case): the row max itself, 0 for an empty row, or at least ``floor``.
-  (The dense form keeps the program XLA:CPU compiled before the table: a
-  ``maximum`` with a constant row made it fuse the score matmul with the
-  exp and recompute it, 13% slower softmax fwd+bwd.)"""
+  case): the row max itself (the lowest finite number for an empty row), or
+  at least ``floor``."""
   if m is None:
-    row = jnp.max(masked(valid, t, -jnp.inf), axis=-1, keepdims=True)
-    row = jnp.where(jnp.isfinite(row), row, 0.0) if floor is None else (
-        jnp.maximum(row, floor))
+    # No select on the row max: on TPU one (e.g. on isfinite(row)) became a
+    # fusion of its own between the score matmul's max and the exp, and XLA
+    # then summed exp(t - row) in a second pass over the scores (29 MB per
+    # ViT-B/16 layer at 16 images per chip). A masked entry is the lowest
+    # finite number instead, so a fully masked row's max is finite and its
+    # weights are 0. With no mask, a row whose every score is -inf (a -inf
+    # bias) has no finite max: its weights are NaN, as jax.nn.softmax's;
+    # mask such keys with ``mask``.
+    lowest = jnp.finfo(t.dtype).min
+    row = jnp.max(masked(valid, t, lowest), axis=-1, keepdims=True)
+    row = jax.lax.platform_dependent(row, cpu=_cpu_row, default=lambda r: r)
+    if floor is not None:
+      row = jnp.maximum(row, floor)
     return jax.lax.stop_gradient(row)
   m_new = jnp.maximum(m, jnp.max(masked(valid, t, NEG), axis=-1,
                                  keepdims=True))
@@ -226,8 +242,11 @@ def _exp_block(m, t, valid, fixed):
     m_new = _running_max(m, t, valid)
     corr = None if m is None else jnp.exp(m - m_new)
   # Masked entries replaced before exp: no Inf/NaN there, in the value or
-  # its gradient (the "double where" pattern).
-  e = masked(valid, jnp.exp(masked(valid, t, m_new) - m_new), 0.0)
+  # its gradient (the "double where" pattern). By the lowest finite number,
+  # not by the row max: a select that reads the max made XLA:TPU sum the
+  # exps in a second pass over the scores (tests/test_dense_tpu_traffic.py).
+  e = masked(valid, jnp.exp(masked(valid, t, jnp.finfo(t.dtype).min) - m_new),
+             0.0)
   return m_new, corr, e, jnp.sum(e, axis=-1, keepdims=True)
 
 
