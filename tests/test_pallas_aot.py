@@ -34,6 +34,10 @@ EXTRA = {
             dict(normalizer="softpick", key_mask=True),         # softpick
             dict(normalizer="normsoftmax", causal=True),        # exp+moments
             dict(normalizer="ssmax", learnable=["s_scale"], key_mask=True),
+            # gpt-oss's learnable sink per head: a row column read at the
+            # forward's finish (L=1024: the kernel code, not the size).
+            dict(length=1024, normalizer="softmax_sink", learnable=["sink"],
+                 causal=True, key_mask=True),
             # Ragged lengths, two 64-wide heads per block: ViT-B/16's 196
             # tokens (one whole-length block) and 2000 (ragged q and k tails).
             dict(length=196, d=64, key_mask=True),
