@@ -17,7 +17,8 @@ matmul (``load``), since a ragged block's tail holds whatever memory follows.
 array ``rows [B, H, Lq, R]`` whose columns are named by ``Config.row_names``:
 the count ``n`` always, ``mean``/``var`` when the normalizer ``needs``
 moments, then each parameter given as an array (learnable ones: NormSoftmax's
-``w``, ssmax's ``s_scale``, NAP's ``g``/``b``), broadcast per query row.
+``w``, ssmax's ``s_scale``, NAP's ``g``/``b``, softmax_sink's ``sink``),
+broadcast per query row.
 The transform sees them as ``[bq, 1]`` columns, which broadcast over keys the
 way the dense path broadcasts ``[..., 1]`` statistics.
 """
