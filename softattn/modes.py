@@ -12,10 +12,10 @@ path runs the same functions:
 * **pallas** (``softattn.pallas``) tiles them on ``[bq, bk]`` tiles in VMEM
   and uses ``grad`` as its backward rule.
 
-A mode is data, ``Mode(m0, block, finish, grad, split_pv, streams)``; the
-per-row state is ``(m, l, acc)``: a reference point ``m`` (the running max of
-``exp``/``softpick``, unused otherwise), a row sum ``l`` and the output
-accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
+A mode is data, ``Mode(m0, block, finish, grad, split_pv, streams,
+scalar_grad)``; the per-row state is ``(m, l, acc)``: a reference point ``m``
+(the running max of ``exp``/``softpick``, unused otherwise), a row sum ``l``
+and the output accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
 
 * ``block(m, t, valid, fixed)`` -> ``(m_new, corr, e, l_add)``: one key
   block's unnormalised weights ``e``, the factor ``corr`` that moves what
@@ -29,6 +29,10 @@ accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
 * ``grad(t, valid, dp, res_a, res_b, di)`` -> ``(w, dt)``: the weights (for
   ``dV = W^T dO``) and the cotangent of ``t``, given ``dp = dO V^T`` and
   ``di = rowsum(dO * O)`` (the fused backward; the other paths use autodiff).
+* ``scalar_grad(scalar, res_a, res_b, di)`` -> the cotangent of the mode's
+  scalar (``Normalizer.eps_param``) per row, from the residuals alone, or
+  None where the fused path takes the scalar as a number only. ``exp_sink``
+  has one: a learnable sink's gradient needs no extra kernel pass.
 
 ============  ========================================  =======================
 mode          forward                                    ``dt``
@@ -72,6 +76,7 @@ class Mode(NamedTuple):
   grad: Callable
   split_pv: bool = False
   streams: str = ""   # how the path streams it, in words (README's table)
+  scalar_grad: Callable | None = None
 
 
 def masked(valid, x, fill):
@@ -306,6 +311,15 @@ def _sink_finish(m, l, sink):
   return den, lse, lse
 
 
+def _sink_grad(sink, lse, _, di):
+  # o_i = sum_j e^{t_ij} v_j / Z_i with Z_i = e^sink + sum_j e^{t_ij}, so
+  # do_i/dsink = -p0_i o_i, p0_i = e^sink / Z_i = exp(sink - L_i) (the sink's
+  # weight; L includes the sink), and dL/dsink = -sum_i p0_i di_i. p0 <= 1:
+  # the min keeps a row with no valid key (L = NEG + cap, o = 0, di = 0) at
+  # p0 = 1, as the dense path has it, not at inf * 0.
+  return -jnp.exp(jnp.minimum(sink - lse, 0.0)) * di
+
+
 # -- signed_exp: sign(t) exp(|t|) / sum exp(|t|) (Cog attention) ---------------
 def _signed_exp_block(m, t, valid, fixed):
   # exp's block on |t|, the sign put back on the numerator only.
@@ -332,7 +346,8 @@ MODES = {
     "softpick": Mode(0.0, _softpick_block, _softpick_finish, _softpick_grad,
                      streams="running max ≥ 0"),
     "exp_sink": Mode(NEG, _exp_block, _sink_finish, _exp_grad,
-                     streams="running max, sink added at the end"),
+                     streams="running max, sink added at the end",
+                     scalar_grad=_sink_grad),
     "signed_exp": Mode(NEG, _signed_exp_block, _exp_finish, _signed_exp_grad,
                        streams="running max of |s|"),
 }

@@ -49,9 +49,10 @@ def _supported(name):
 
 GPU_FUSED = [n for n in T.FUSED if _supported(n)]
 NO_GPU = [n for n in T.FUSED if not _supported(n)]
-# One normalizer per mode, the moments path and an array parameter.
+# One normalizer per mode, the moments path and array parameters (ssmax's
+# scale in the transform, softmax_sink's sink in the mode's finish).
 BF16 = ["softmax", "sin_max", "sigmoid", "softpick", "softmax_sink(sink=0.7)",
-        "cog", "normsoftmax", "ssmax"]
+        "cog", "normsoftmax", "ssmax", "softmax_sink"]
 CASE_OF = {n: sorted(T.CASES)[i % 2] for i, n in enumerate(GPU_FUSED)}
 
 

@@ -138,8 +138,9 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
     for h in range(cfg.hp):
+      scalar = tile.scalar(cfg, tile.row_values(cfg, rows_ref[h]))
       out, res_a, res_b = modes.output(cfg.mode, (m_sc[h], l_sc[h], acc_sc[h]),
-                                       cfg.eps)
+                                       scalar)
       o_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = out.astype(o_ref.dtype)
       res_ref[h, :, 0:1] = res_a
       res_ref[h, :, 1:2] = res_b

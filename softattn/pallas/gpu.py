@@ -106,6 +106,9 @@ def _core_bwd(cfgs, saved, do):
   n_stats = 2 if cfg.moments else 0
   dprow = None if prow is None else jnp.swapaxes(
       dcols[:, :, n_stats:n_stats + prow.shape[-1]], 2, 3)
+  col = lambda x: jnp.swapaxes(x, 2, 3)  # noqa: E731  [B, H, 1, Lq] -> Lq, 1
+  dprow = wrapper.add_scalar_grad(cfg, prow, dprow, col(res[:, :, 0:1]),
+                                  col(res[:, :, 1:2]), col(brows[:, :, 2:3]))
   return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
 
 

@@ -45,8 +45,9 @@ def unsupported_reason(norm, mask=None, bias=None,
 
   ``params``: the resolved normalizer parameters, when known. The mode's
   scalar (``Normalizer.eps``: an epsilon, or softmax_sink's sink logit) is
-  compiled into the kernels, which have no cotangent for it: an array there
-  (a learnable sink) is refused.
+  compiled into the kernels as a number; an array there is taken only by a
+  mode with a ``scalar_grad`` (``exp_sink``: a learnable sink, read per row,
+  its cotangent from the saved row statistics), refused elsewhere.
   """
   if norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None:
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
@@ -54,7 +55,8 @@ def unsupported_reason(norm, mask=None, bias=None,
             f"{norm.mode!r}, streamed in several passes by "
             f"implementation='chunked'); use 'chunked' or {ALTERNATIVES}")
   scalar = (params or {}).get(norm.eps_param) if norm.eps_param else None
-  if isinstance(scalar, (jax.Array, np.ndarray)):
+  if isinstance(scalar, (jax.Array, np.ndarray)) and getattr(
+      MODES.get(norm.mode), "scalar_grad", None) is None:
     return (f"normalizer {norm.name!r}: the fused kernels take "
             f"{norm.eps_param!r} as a number, not an array (a learnable "
             f"{norm.eps_param} needs its gradient); use "
@@ -173,7 +175,21 @@ def _core_bwd(cfg, saved, do):
   dk, dv = backward.dk_dv(cfg, *args, drows, kmask)
   n_stats = 2 if cfg.moments else 0  # diff_names = (mean, var)? + params
   dprow = None if prow is None else dcols[..., n_stats:n_stats + prow.shape[-1]]
+  dprow = add_scalar_grad(cfg, prow, dprow, res[..., 0:1], res[..., 1:2], di)
   return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
+
+
+def add_scalar_grad(cfg, prow, dprow, res_a, res_b, di):
+  """``dprow`` with the cotangent of the mode's scalar added to its column
+  when that scalar is a row column (a learnable sink; ``Mode.scalar_grad``).
+  The kernels' own VJP gives it nothing (the transform does not read it):
+  it lives in ``finish``, and the mode derives it per row from the forward's
+  residuals and ``di`` (``[B, H, Lq, 1]`` each), with no extra pass."""
+  if not cfg.scalar_is_row:
+    return dprow
+  i = cfg.param_names.index(cfg.norm.eps_param)
+  col = MODES[cfg.mode].scalar_grad(prow[..., i:i + 1], res_a, res_b, di)
+  return dprow.at[..., i:i + 1].add(col)
 
 
 _core.defvjp(_core_fwd, _core_bwd)
