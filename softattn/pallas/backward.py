@@ -97,7 +97,7 @@ def _dkv_kernel(cfg, has_drows, grad_of, *refs):
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
     for h in range(cfg.hp):
-      wg = None if grad_of is None else grad_of(ins[5][h])
+      wg = None if grad_of is None else grad_of(ins[5][h], kj)
       w, ds, _, (q, _, do), _ = _tile_grads(cfg, qi, kj, ins, h, wg)
       dv_sc[h] += jax.lax.dot(w.T.astype(do.dtype), do,
                               preferred_element_type=jnp.float32)
@@ -143,7 +143,7 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
         dq_ref[:, pl.ds(h * cfg.d, cfg.d)] = dq_sc[h].astype(dq_ref.dtype)
 
 
-def _in_specs(cfg, rows, drows, mask, q_axis):
+def _in_specs(cfg, rows, brows, drows, mask, q_axis):
   """Specs of (q, k, v, do, rows, brows, [drows], [mask]); ``q_axis`` is the
   grid axis (2 or 3) walking query blocks, the other walks key blocks."""
   k_axis = 5 - q_axis
@@ -152,7 +152,7 @@ def _in_specs(cfg, rows, drows, mask, q_axis):
            tile.seq_spec(cfg, cfg.bk, cfg.dv, k_axis),
            tile.seq_spec(cfg, cfg.bq, cfg.dv, q_axis),
            tile.row_spec(cfg, rows.shape[-1], q_axis),
-           tile.row_spec(cfg, 3, q_axis)]
+           tile.row_spec(cfg, brows.shape[-1], q_axis)]
   if drows is not None:
     specs.append(tile.row_spec(cfg, _n_diff(cfg), q_axis))
   if mask is not None:
@@ -178,7 +178,7 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
   """``(dq [B, Lq, H*D] or None, drows [B, H, Lq, len(diff_names)])``."""
   b, h = q.shape[0], q.shape[2] // cfg.d
   nd = _n_diff(cfg)
-  specs = _in_specs(cfg, rows, drows, mask, q_axis=2)
+  specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=2)
   out_specs = [tile.row_spec(cfg, nd, q_axis=2)]
   out_shape = [jax.ShapeDtypeStruct((b, h, cfg.lq, nd), jnp.float32)]
   scratch = [pltpu.VMEM((cfg.hp, cfg.bq, nd), jnp.float32)]
@@ -202,18 +202,16 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
   return (out[0], out[1]) if with_dq else (None, out[0])
 
 
-def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask, brows_spec=None,
-          grad_of=None, cost=None):
+def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask, grad_of=None,
+          cost=None):
   """``(dk, dv)`` in the input dtypes, ``[B, Lk, H*D]`` and ``[B, Lk, H*Dv]``.
 
-  ``brows_spec``, ``grad_of(brows block) -> weights_grad`` and ``cost``
-  replace the residual rows' BlockSpec, the mode's rule (``_tile_grads``)
-  and the cost estimate (stick-breaking's per-block carries: ``stick.py``).
+  ``grad_of(brows block, key block index) -> weights_grad`` and ``cost``
+  replace the mode's rule (``_tile_grads``) and the cost estimate
+  (stick-breaking reads its per-block carries from ``brows``: ``stick.py``).
   """
   b, h = q.shape[0], q.shape[2] // cfg.d
-  specs = _in_specs(cfg, rows, drows, mask, q_axis=3)
-  if brows_spec is not None:
-    specs[5] = brows_spec
+  specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=3)
   cost = cost or blocks.cost_estimate(
       "dkv", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv, q.dtype.itemsize, cfg.causal)
 
