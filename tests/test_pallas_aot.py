@@ -37,7 +37,10 @@ EXTRA = {
             # Ragged lengths, two 64-wide heads per block: ViT-B/16's 196
             # tokens (one whole-length block) and 2000 (ragged q and k tails).
             dict(length=196, d=64, key_mask=True),
-            dict(length=2000, d=64, causal=True, normalizer="sigmoid")],
+            dict(length=2000, d=64, causal=True, normalizer="sigmoid"),
+            # Stick-breaking's own kernels (pallas/stick.py): reversed key
+            # axis, triangular-matmul scans, per-block carries; ragged, hp=2.
+            dict(length=2000, d=64, causal=True, normalizer="stick_breaking")],
     "v4": [dict(normalizer="nap", d=256, key_mask=True),        # moments, D=256
            dict(length=196, d=64, key_mask=True),
            # Mega's Laplace function: erf inside the kernel (Triton lacks it;
@@ -45,7 +48,10 @@ EXTRA = {
            dict(length=1024, normalizer="laplace", key_mask=True),
            # The exp_sink and signed_exp modes (their own kernel code).
            dict(length=1024, normalizer="softmax_1", key_mask=True),
-           dict(length=1024, normalizer="cog", causal=True)],
+           dict(length=1024, normalizer="cog", causal=True),
+           # Stick-breaking with moments (three backward kernels).
+           dict(length=1024, normalizer="prenorm(stick_breaking)",
+                key_mask=True)],
 }
 
 
@@ -75,3 +81,7 @@ def test_pallas_compiles_for_tpu(chip):
     n = cfg["length"]
     pairs = B * H * n * n / 4 / (2 if cfg.get("causal") else 1)
     assert res["flops"] >= 2 * pairs * cfg["d"] * 9, (cfg, res)
+    if "stick_breaking" in cfg.get("normalizer", ""):
+      # ... plus its scans: 128-lane triangular matmuls in two bf16 pieces,
+      # one forward, two in each backward kernel (pallas/stick.py).
+      assert res["flops"] >= 2 * pairs * (cfg["d"] * 9 + 128 * 2 * 5), res

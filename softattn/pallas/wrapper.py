@@ -16,7 +16,8 @@ checked arguments. Steps:
    copies), the output in the inputs' dtype (float32 for the ratio mode in
    low precision: ``_core_bwd`` says why) and the small row arrays.
    Parameter cotangents flow back through the broadcast of step 2, so
-   learnable parameters train.
+   learnable parameters train. Stick-breaking runs ``stick.core`` instead
+   (same contract, its own kernels and carries).
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
    axis and heads over ``model`` when they divide (softattn's mesh axes);
