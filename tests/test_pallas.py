@@ -173,9 +173,11 @@ def test_auto_never_picks_pallas_off_tpu(monkeypatch):
   # what they support, and nothing else.
   monkeypatch.setattr(pallas, "target_chip", lambda: ("v5e", True))
   assert attention._auto(norm, shape, 64, None, None, False, False) == "pallas"
-  # sparsemax fuses as passes, but auto does not pick it (not measured).
-  sparse = N.get("sparsemax")
-  assert attention._auto(sparse, shape, 64, None, None, False, False) == "chunked"
+  # sparsemax (passes) and stick_breaking (scans) fuse, but auto does not
+  # pick them (crossover not measured).
+  for name in ("sparsemax", "stick_breaking"):
+    assert attention._auto(N.get(name), shape, 64, None, None, False,
+                           False) == "chunked", name
   assert attention._auto(norm, shape, 64, None, jnp.zeros(shape), False,
                          False) == "chunked"
   # The measured crossover: dense up to one 128 x 128 tile of scores (the

@@ -72,7 +72,8 @@ def applies(norm) -> bool:
 
 # -- tile math ------------------------------------------------------------------
 def _softplus(x):
-  # By hand: max(x, 0) + log1p(exp(-|x|)); plain exp/log1p lower on Mosaic.
+  # max(x, 0) + log1p(exp(-|x|)): stable for any x, plain exp and log1p
+  # (Mosaic lowers both). Never differentiated: the backward is by hand.
   return jnp.maximum(x, 0.0) + jnp.log1p(jnp.exp(-jnp.abs(x)))
 
 
