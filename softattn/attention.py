@@ -27,8 +27,8 @@ Paths (``implementation=``):
 * ``"pallas"``: fused kernels (``softattn.pallas``) for every normalizer
   whose mode is in ``softattn.modes``, and on TPU ``sparsemax``/``entmax15``
   as passes of the pointwise kernel (``pallas/streams.py``) and
-  ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score tiles stay
-  in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
+  ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score
+  tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
   ``softattn.pallas.gpu``, which also needs power-of-two head dims and no
   ``erf`` in the transform), forward and backward. Takes a key mask and ``is_causal`` (no bias, no
   per-query mask); ``chunk_size``/``query_chunk_size`` override its block

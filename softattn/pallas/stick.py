@@ -70,7 +70,7 @@ def applies(norm) -> bool:
   return norm.stream is STICK_BREAKING
 
 
-# -- tile math ------------------------------------------------------------------
+# -- tile math ----------------------------------------------------------------
 def _softplus(x):
   # max(x, 0) + log1p(exp(-|x|)): stable for any x, plain exp and log1p
   # (Mosaic lowers both). Never differentiated: the backward is by hand.
@@ -135,7 +135,7 @@ def grads(t, valid, dp, later, before, passes):
   return w, jnp.where(valid, dt, 0.0), total
 
 
-# -- specs and costs -------------------------------------------------------------
+# -- specs and costs ----------------------------------------------------------
 def _n_key_blocks(cfg):
   return pl.cdiv(cfg.lk, cfg.bk)
 
@@ -176,7 +176,7 @@ def _cost(cfg, kernel, b, h, itemsize):
       bytes_accessed=base.bytes_accessed + int(carries))
 
 
-# -- kernels ---------------------------------------------------------------------
+# -- kernels ------------------------------------------------------------------
 def _forward_kernel(cfg, passes, q_ref, k_ref, v_ref, rows_ref, *refs):
   mask_ref = refs[0] if cfg.has_mask else None
   o_ref, later_ref, later_sc, acc_sc = refs[-4:]
@@ -320,7 +320,7 @@ def dq_and_rows(cfg, q, k, v, do, rows, later, drows, mask, with_dq=True):
   return tuple(out) if with_dq else (None, *out)
 
 
-# -- custom VJP ------------------------------------------------------------------
+# -- custom VJP ---------------------------------------------------------------
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def core(cfg, q, k, v, nrow, prow, kmask):
   """``wrapper._core``'s contract for stick-breaking normalizers."""
