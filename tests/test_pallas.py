@@ -11,6 +11,7 @@ the interpreter compiles each case for the CPU (~1 s), which dominates.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -50,7 +51,7 @@ PARAMS = {
 FUSED = [n for n in N.names() if n != "prenorm"
          and pallas.unsupported_reason(N.get(n)) is None] + [
     "prenorm(sin2_max_shifted)", "relu_seqlen(act=gelu, alpha=0.5)",
-    "prenorm(entmax15)", "softmax_sink(sink=0.7)"]
+    "prenorm(entmax15)", "softmax_sink(sink=0.7)", "prenorm(stick_breaking)"]
 # bf16 is tested on every fused normalizer, as f32 is (~3 s each: the f32
 # dense reference is shared).
 BF16 = FUSED
@@ -145,12 +146,15 @@ def test_pallas_bf16_as_accurate_as_dense(name, case):
         label, _err(t, g), _err(t, d), scale)
 
 
-@pytest.mark.parametrize("name", ["stick_breaking", "prenorm(stick_breaking)"])
-def test_pallas_rejects_row_normalizers(name):
+def test_pallas_rejects_row_normalizers_without_a_stream():
+  # Every registered rowwise normalizer streams (and fuses) now; one that
+  # declares no stream is still refused with the alternatives named.
+  norm = dataclasses.replace(N.get("stick_breaking"), name="ordered",
+                             stream=None)
   q = jnp.zeros((1, 8, 1, 8))
   with pytest.raises(ValueError, match="whole sorted or ordered score row"
                      ".*implementation='chunked'.*implementation='dense'"):
-    dot_product_attention(q, q, q, normalizer=name, implementation="pallas")
+    dot_product_attention(q, q, q, normalizer=norm, implementation="pallas")
 
 
 def test_pallas_rejects_bias_and_query_masks():
@@ -173,9 +177,11 @@ def test_auto_never_picks_pallas_off_tpu(monkeypatch):
   # what they support, and nothing else.
   monkeypatch.setattr(pallas, "target_chip", lambda: ("v5e", True))
   assert attention._auto(norm, shape, 64, None, None, False, False) == "pallas"
-  # sparsemax fuses as passes, but auto does not pick it (not measured).
-  sparse = N.get("sparsemax")
-  assert attention._auto(sparse, shape, 64, None, None, False, False) == "chunked"
+  # sparsemax (passes) and stick_breaking (scans) fuse, but auto does not
+  # pick them (crossover not measured).
+  for name in ("sparsemax", "stick_breaking"):
+    assert attention._auto(N.get(name), shape, 64, None, None, False,
+                           False) == "chunked", name
   assert attention._auto(norm, shape, 64, None, jnp.zeros(shape), False,
                          False) == "chunked"
   # The measured crossover: dense up to one 128 x 128 tile of scores (the
@@ -263,17 +269,19 @@ def test_block_rule_fits_each_chip():
   assert pallas.tile.heads_per_block(2, 8, 8) == 2
 
 
+@pytest.mark.parametrize("name", ["softmax", "stick_breaking"])
 @pytest.mark.parametrize("hp", [1, 2])
-def test_heads_per_block_and_per_head_masks_equal_dense(monkeypatch, hp):
+def test_heads_per_block_and_per_head_masks_equal_dense(monkeypatch, hp, name):
   """One head per block or two (the D=64 layout), a key mask that differs
-  per head, ragged lengths: outputs and gradients equal the dense path."""
+  per head, ragged lengths: outputs and gradients equal the dense path
+  (stick-breaking: its own kernels and per-block carries, ``stick.py``)."""
   monkeypatch.setattr(pallas.tile, "heads_per_block", lambda h, d, dv: hp)
   q, k, v, _ = _inputs(24, 40)
   mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (B, H, 1, 40))
 
   def loss(impl, q, k, v):
     kw = dict(chunk_size=BLOCK) if impl == "pallas" else {}
-    out = dot_product_attention(q, k, v, normalizer="softmax", mask=mask,
+    out = dot_product_attention(q, k, v, normalizer=name, mask=mask,
                                 implementation=impl, **kw)
     return jnp.sum(jnp.cos(out)), out
 

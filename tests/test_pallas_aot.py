@@ -48,7 +48,10 @@ EXTRA = {
             # grows with L (~140 s at 4096): L=256 (~10 s) checks the
             # lowering of every pass, not the production block.
             dict(b=4, h=4, length=256, normalizer="sparsemax",
-                 key_mask=True)],
+                 key_mask=True),
+            # Stick-breaking's own kernels (pallas/stick.py): reversed key
+            # axis, triangular-matmul scans, per-block carries; ragged, hp=2.
+            dict(length=2000, d=64, causal=True, normalizer="stick_breaking")],
     "v4": [dict(normalizer="nap", d=256, key_mask=True),        # moments, D=256
            dict(length=196, d=64, key_mask=True),
            # Mega's Laplace function: erf inside the kernel (Triton lacks it;
@@ -59,7 +62,10 @@ EXTRA = {
            dict(length=1024, normalizer="cog", causal=True),
            # entmax15's passes ([z - tau]_+^2 and its Newton sums), as
            # sparsemax's on v5e, on the smallest VMEM.
-           dict(b=4, h=4, length=256, normalizer="entmax15", causal=True)],
+           dict(b=4, h=4, length=256, normalizer="entmax15", causal=True),
+           # Stick-breaking with moments (three backward kernels).
+           dict(length=1024, normalizer="prenorm(stick_breaking)",
+                key_mask=True)],
 }
 
 
@@ -89,3 +95,7 @@ def test_pallas_compiles_for_tpu(chip):
     n = cfg["length"]
     pairs = cfg["b"] * cfg["h"] * n * n / 4 / (2 if cfg.get("causal") else 1)
     assert res["flops"] >= 2 * pairs * cfg["d"] * 9, (cfg, res)
+    if "stick_breaking" in cfg.get("normalizer", ""):
+      # ... plus its scans: 128-lane triangular matmuls in two bf16 pieces,
+      # one forward, two in each backward kernel (pallas/stick.py).
+      assert res["flops"] >= 2 * pairs * (cfg["d"] * 9 + 128 * 2 * 5), res

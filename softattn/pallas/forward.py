@@ -114,6 +114,17 @@ def moments(cfg: tile.Config, q, k, mask):
   return run(cfg, build, *args)
 
 
+def rows(cfg: tile.Config, q, k, nrow, prow, kmask):
+  """The per-row inputs ``[B, H, Lq, R]`` (``tile.Config.row_names``): the
+  count, the moments when the normalizer ``needs`` them, array parameters."""
+  parts = [nrow]
+  if cfg.moments:
+    parts.append(moments(cfg, q, k, kmask))
+  if prow is not None:
+    parts.append(prow)
+  return jnp.concatenate(parts, axis=-1)
+
+
 # -- attention ------------------------------------------------------------------
 def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
   mask_ref = refs[0] if cfg.has_mask else None

@@ -16,7 +16,8 @@ checked arguments. Steps:
    copies), the output in the inputs' dtype (float32 for the ratio mode in
    low precision: ``_core_bwd`` says why) and the small row arrays.
    Parameter cotangents flow back through the broadcast of step 2, so
-   learnable parameters train.
+   learnable parameters train. Stick-breaking runs ``stick.core`` instead
+   (same contract, its own kernels and carries).
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
    axis and heads over ``model`` when they divide (softattn's mesh axes);
@@ -33,7 +34,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from softattn.modes import MODES
-from softattn.pallas import backward, blocks, forward, streams, tile
+from softattn.pallas import backward, blocks, forward, stick, streams, tile
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
@@ -49,7 +50,8 @@ def unsupported_reason(norm, mask=None, bias=None,
   mode with a ``scalar_grad`` (``exp_sink``: a learnable sink, read per row,
   its cotangent from the saved row statistics), refused elsewhere.
   """
-  if norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None:
+  if (norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None
+      and not stick.applies(norm)):
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
             f"{norm.mode!r}, streamed in several passes by "
@@ -136,17 +138,8 @@ def _core(cfg, q, k, v, nrow, prow, kmask):
   return _core_fwd(cfg, q, k, v, nrow, prow, kmask)[0]
 
 
-def _rows(cfg, q, k, nrow, prow, kmask):
-  parts = [nrow]
-  if cfg.moments:
-    parts.append(forward.moments(cfg, q, k, kmask))
-  if prow is not None:
-    parts.append(prow)
-  return jnp.concatenate(parts, axis=-1)
-
-
 def _core_fwd(cfg, q, k, v, nrow, prow, kmask):
-  rows = _rows(cfg, q, k, nrow, prow, kmask)
+  rows = forward.rows(cfg, q, k, nrow, prow, kmask)
   out, res = forward.attention(cfg, q, k, v, rows, kmask)
   return out, (q, k, v, nrow, prow, kmask, rows, out, res)
 
@@ -201,7 +194,8 @@ def _per_shard(cfg, query, key, value, prow, kmask):
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
                           (b, h, lq, 1))
-  out = _core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
+  core = stick.core if stick.applies(cfg.norm) else _core
+  out = core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
   return out.reshape(b, lq, h, cfg.dv).astype(value.dtype)
 
 
@@ -214,19 +208,16 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   ``blocks.block_sizes``. ``interpret``: None picks Mosaic when lowering for
   TPU and the Pallas interpreter elsewhere.
   """
-  if norm.mode not in MODES:  # a threshold stream: passes of pointwise kernels
-    if target_platform() == "gpu":
-      raise ValueError(
-          f"normalizer {norm.name!r} fuses as passes of the TPU kernels only; "
-          f"on GPU use implementation='chunked' (it streams there)")
-    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
-        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
-        interpret)
-    return streams.threshold_attention(attend, query, key, value, norm, p)
   if target_platform() == "gpu":  # the Triton kernels (softattn.pallas.gpu)
     from softattn.pallas import gpu  # noqa: PLC0415
     return gpu.gpu_attention(query, key, value, norm, p, mask, scale, causal,
                              chunk_size, query_chunk_size, interpret)
+  if norm.mode not in MODES and not stick.applies(norm):
+    # a threshold stream: passes of the pointwise kernel
+    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
+        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
+        interpret)
+    return streams.threshold_attention(attend, query, key, value, norm, p)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
