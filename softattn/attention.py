@@ -26,8 +26,9 @@ Paths (``implementation=``):
   bias, not causal).
 * ``"pallas"``: fused kernels (``softattn.pallas``) for every normalizer
   whose mode is in ``softattn.modes``, and on TPU ``sparsemax``/``entmax15``
-  as passes of the pointwise kernel (``pallas/streams.py``): score tiles stay
-  in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
+  as passes of the pointwise kernel (``pallas/streams.py``) and
+  ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score
+  tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
   ``softattn.pallas.gpu``, which also needs power-of-two head dims and no
   ``erf`` in the transform), forward and backward. Takes a key mask and ``is_causal`` (no bias, no
   per-query mask); ``chunk_size``/``query_chunk_size`` override its block
@@ -35,7 +36,7 @@ Paths (``implementation=``):
   for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
-  normalizer (one-pass modes only) and mask and the scores are larger than
+  normalizer (one-pass modes only, no ``stream``) and mask and the scores are larger than
   one 128 x 128 tile (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``), and on GPU by
   the same rule for what the Triton kernels support (``_fused_on_gpu``);
   else ``chunked`` when the
@@ -251,8 +252,9 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
 
 
 def _fused_on_tpu(norm, mask, bias, p=None):
-  # Multi-pass streams (sparsemax, entmax15) fuse too, but their crossover
-  # against dense was never measured: auto leaves them to dense/chunked.
+  # The streams (sparsemax, entmax15: several passes; stick_breaking: its
+  # scans double the MXU work) fuse too, but their crossover against dense
+  # was never measured: auto leaves them to dense/chunked.
   from softattn import pallas  # noqa: PLC0415
   return (pallas.target_chip()[1] and norm.stream is None
           and pallas.unsupported_reason(norm, mask, bias, p) is None)

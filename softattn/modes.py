@@ -12,10 +12,10 @@ path runs the same functions:
 * **pallas** (``softattn.pallas``) tiles them on ``[bq, bk]`` tiles in VMEM
   and uses ``grad`` as its backward rule.
 
-A mode is data, ``Mode(m0, block, finish, grad, split_pv, streams)``; the
-per-row state is ``(m, l, acc)``: a reference point ``m`` (the running max of
-``exp``/``softpick``, unused otherwise), a row sum ``l`` and the output
-accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
+A mode is data, ``Mode(m0, block, finish, grad, split_pv, streams,
+scalar_grad)``; the per-row state is ``(m, l, acc)``: a reference point ``m``
+(the running max of ``exp``/``softpick``, unused otherwise), a row sum ``l``
+and the output accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
 
 * ``block(m, t, valid, fixed)`` -> ``(m_new, corr, e, l_add)``: one key
   block's unnormalised weights ``e``, the factor ``corr`` that moves what
@@ -29,6 +29,10 @@ accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
 * ``grad(t, valid, dp, res_a, res_b, di)`` -> ``(w, dt)``: the weights (for
   ``dV = W^T dO``) and the cotangent of ``t``, given ``dp = dO V^T`` and
   ``di = rowsum(dO * O)`` (the fused backward; the other paths use autodiff).
+* ``scalar_grad(scalar, res_a, res_b, di)`` -> the cotangent of the mode's
+  scalar (``Normalizer.eps_param``) per row, from the residuals alone, or
+  None where the fused path takes the scalar as a number only. ``exp_sink``
+  has one: a learnable sink's gradient needs no extra kernel pass.
 
 ============  ========================================  =======================
 mode          forward                                    ``dt``
@@ -72,6 +76,7 @@ class Mode(NamedTuple):
   grad: Callable
   split_pv: bool = False
   streams: str = ""   # how the path streams it, in words (README's table)
+  scalar_grad: Callable | None = None
 
 
 def masked(valid, x, fill):
@@ -173,16 +178,32 @@ def weights(mode: str, t, valid, eps, upper=None):
   return e if den is None else e / den
 
 
+def _cpu_row(row):
+  # The same values (only -inf can fail the test, and exp(-inf - nan) is
+  # nan, as exp(-inf - -inf)), but as a select: XLA:CPU then keeps the score
+  # matmul apart from the exp instead of fusing and recomputing it (13 %
+  # faster softmax fwd+bwd at L=1024 than with the bare max).
+  return jnp.where(row > -jnp.inf, row, jnp.nan)
+
+
 def _running_max(m, t, valid, floor=None):
   """``max(m, row max of valid t)``; ``m=None`` (a whole row, the dense
-  case): the row max itself, 0 for an empty row, or at least ``floor``.
-  (The dense form keeps the program XLA:CPU compiled before the table: a
-  ``maximum`` with a constant row made it fuse the score matmul with the
-  exp and recompute it, 13% slower softmax fwd+bwd.)"""
+  case): the row max itself (the lowest finite number for an empty row), or
+  at least ``floor``."""
   if m is None:
-    row = jnp.max(masked(valid, t, -jnp.inf), axis=-1, keepdims=True)
-    row = jnp.where(jnp.isfinite(row), row, 0.0) if floor is None else (
-        jnp.maximum(row, floor))
+    # No select on the row max: on TPU one (e.g. on isfinite(row)) became a
+    # fusion of its own between the score matmul's max and the exp, and XLA
+    # then summed exp(t - row) in a second pass over the scores (29 MB per
+    # ViT-B/16 layer at 16 images per chip). A masked entry is the lowest
+    # finite number instead, so a fully masked row's max is finite and its
+    # weights are 0. With no mask, a row whose every score is -inf (a -inf
+    # bias) has no finite max: its weights are NaN, as jax.nn.softmax's;
+    # mask such keys with ``mask``.
+    lowest = jnp.finfo(t.dtype).min
+    row = jnp.max(masked(valid, t, lowest), axis=-1, keepdims=True)
+    row = jax.lax.platform_dependent(row, cpu=_cpu_row, default=lambda r: r)
+    if floor is not None:
+      row = jnp.maximum(row, floor)
     return jax.lax.stop_gradient(row)
   m_new = jnp.maximum(m, jnp.max(masked(valid, t, NEG), axis=-1,
                                  keepdims=True))
@@ -226,8 +247,11 @@ def _exp_block(m, t, valid, fixed):
     m_new = _running_max(m, t, valid)
     corr = None if m is None else jnp.exp(m - m_new)
   # Masked entries replaced before exp: no Inf/NaN there, in the value or
-  # its gradient (the "double where" pattern).
-  e = masked(valid, jnp.exp(masked(valid, t, m_new) - m_new), 0.0)
+  # its gradient (the "double where" pattern). By the lowest finite number,
+  # not by the row max: a select that reads the max made XLA:TPU sum the
+  # exps in a second pass over the scores (tests/test_dense_tpu_traffic.py).
+  e = masked(valid, jnp.exp(masked(valid, t, jnp.finfo(t.dtype).min) - m_new),
+             0.0)
   return m_new, corr, e, jnp.sum(e, axis=-1, keepdims=True)
 
 
@@ -287,6 +311,15 @@ def _sink_finish(m, l, sink):
   return den, lse, lse
 
 
+def _sink_grad(sink, lse, _, di):
+  # o_i = sum_j e^{t_ij} v_j / Z_i with Z_i = e^sink + sum_j e^{t_ij}, so
+  # do_i/dsink = -p0_i o_i, p0_i = e^sink / Z_i = exp(sink - L_i) (the sink's
+  # weight; L includes the sink), and dL/dsink = -sum_i p0_i di_i. p0 <= 1:
+  # the min keeps a row with no valid key (L = NEG + cap, o = 0, di = 0) at
+  # p0 = 1, as the dense path has it, not at inf * 0.
+  return -jnp.exp(jnp.minimum(sink - lse, 0.0)) * di
+
+
 # -- signed_exp: sign(t) exp(|t|) / sum exp(|t|) (Cog attention) ---------------
 def _signed_exp_block(m, t, valid, fixed):
   # exp's block on |t|, the sign put back on the numerator only.
@@ -313,7 +346,8 @@ MODES = {
     "softpick": Mode(0.0, _softpick_block, _softpick_finish, _softpick_grad,
                      streams="running max ≥ 0"),
     "exp_sink": Mode(NEG, _exp_block, _sink_finish, _exp_grad,
-                     streams="running max, sink added at the end"),
+                     streams="running max, sink added at the end",
+                     scalar_grad=_sink_grad),
     "signed_exp": Mode(NEG, _signed_exp_block, _exp_finish, _signed_exp_grad,
                        streams="running max of |s|"),
 }

@@ -40,7 +40,8 @@ the exact sort-based or cumulative row function (``row_fn``).
   the sum of ``log(1 - beta_k)`` over the valid keys after ``j``: one scan
   over key blocks from the last to the first carrying that sum, with the
   in-block remainder a reverse cumulative sum. One pass; autodiff through
-  the reverse scan gives the gradient.
+  the reverse scan gives the gradient. The fused TPU kernels run the same
+  scan with a hand-written backward (``softattn.pallas.stick``).
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ class Stream(NamedTuple):
   says how many passes over the keys, in words (docs and README);
   ``alpha``: the entmax alpha of a threshold stream (the fused path runs
   those as pointwise kernel passes, ``softattn.pallas.streams``), None for
-  the others."""
+  the others; ``fused``: how ``implementation='pallas'`` runs it, in
+  words ("" when it does not)."""
   run: Callable
   passes: str
   alpha: float | None = None
+  fused: str = ""
 
 
 def _power(x, e: float):
@@ -153,7 +156,7 @@ def threshold(alpha: float) -> Stream:
   return Stream(
       run=lambda *a: _threshold_run(alpha, *a),
       passes="max, Newton passes for τ (≤ `max_passes`), one weighted pass",
-      alpha=alpha)
+      alpha=alpha, fused="fused as pointwise passes")
 
 
 def _stick_run(scan_keys, rows, dv, dtype, p):
@@ -169,5 +172,6 @@ def _stick_run(scan_keys, rows, dv, dtype, p):
   return scan_keys(block, init, reverse=True)[1]
 
 
-STICK_BREAKING = Stream(run=_stick_run,
-                        passes="one reverse scan carrying Σlog(1-β)")
+STICK_BREAKING = Stream(
+    run=_stick_run, passes="one reverse scan carrying Σlog(1-β)",
+    fused="fused: reverse-order kernel, carries per key block")

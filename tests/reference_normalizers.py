@@ -78,8 +78,10 @@ def _stablemax(x):
   return g / g.sum()
 
 
-def _lssa(x, power):
-  g = np.logaddexp(0.0, math.log(len(x)) * x) ** power  # softplus, no overflow
+def _lssa(x, power, kappa):
+  # softplus(kappa log(n) x)^power over the row's n keys; logaddexp(0, .)
+  # is softplus without overflow.
+  g = np.logaddexp(0.0, kappa * math.log(len(x)) * x) ** power
   return g / g.sum()
 
 
@@ -127,8 +129,8 @@ REFS = {
     "stablemax": lambda x, eps=0.0: _stablemax(x),
     "consmax": lambda x, beta, denom, max_exponent=80.0: np.exp(
         np.minimum(x - beta, max_exponent)) / denom,
-    "lssa": lambda x, power=1.0, eps=0.0: _lssa(x, power),
-    "lssar": lambda x, power, eps=0.0: _lssa(x, power),
+    "lssa": lambda x, power=1.0, kappa=1.0, eps=0.0: _lssa(x, power, kappa),
+    "lssar": lambda x, power, kappa=1.0, eps=0.0: _lssa(x, power, kappa),
     "laplace": _laplace,
     "polynomial": lambda x, p=3: x ** p / math.sqrt(len(x)),
 }

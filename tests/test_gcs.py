@@ -25,6 +25,7 @@ from softattn import events, metrics, paths, runstate
 
 sys.path.insert(0, os.path.dirname(__file__))
 import gcs_emulator  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tiny_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = train_runner.REPO
@@ -45,14 +46,9 @@ def gcs():
 
 @pytest.fixture(scope="module")
 def compile_cache(tmp_path_factory):
-  d = str(tmp_path_factory.mktemp("xla_cache"))
-  old = (jax.config.jax_compilation_cache_dir,
-         jax.config.jax_persistent_cache_min_compile_time_secs)
-  jax.config.update("jax_compilation_cache_dir", d)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  yield d
-  jax.config.update("jax_compilation_cache_dir", old[0])
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+  with tiny_data.compile_cache(str(tmp_path_factory.mktemp("xla_cache")),
+                               0.0) as d:
+    yield d
 
 
 def _objects(prefix):
@@ -373,24 +369,12 @@ DATASET = "gcs_digits"
 
 
 def _store_dataset(data_dir: str) -> None:
-  """80 train / 16 test 8x8 images in 3 shards each; pixel [0, 0, 0] = id."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  """80 train / 16 test id images in 3 shards each, stored shuffled: TFDS
+  interleaves the files on reading, the order the gs:// reader must
+  reproduce."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-
-  def split(ids):
-    images = np.random.RandomState(0).randint(0, 256, (len(ids), 8, 8, 1))
-    images[:, 0, 0, 0] = ids
-    return tf.data.Dataset.from_tensor_slices(
-        {"image": images.astype(np.uint8), "label": np.asarray(ids) % 4})
-  features = tfds.features.FeaturesDict({
-      "image": tfds.features.Image(shape=(8, 8, 1)),
-      "label": tfds.features.ClassLabel(num_classes=4)})
-  # Several shards, stored shuffled: TFDS interleaves the files on reading,
-  # the order the gs:// reader must reproduce.
-  tfds.dataset_builders.store_as_tfds_dataset(
-      DATASET, "1.0.0", features,
-      {"train": split(range(80)), "test": split(range(100, 116))},
-      data_dir=data_dir,
+  tiny_data.store_id_dataset(
+      DATASET, data_dir, range(80), range(100, 116),
       download_config=tfds.download.DownloadConfig(num_shards=3))
 
 

@@ -42,6 +42,7 @@ from softattn import metrics, multihost, runstate
 sys.path.insert(0, os.path.dirname(__file__))
 import gcs_emulator  # pylint: disable=g-import-not-at-top,wrong-import-position
 import multihost_config  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tiny_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(REPO, "tests", "multihost_runner.py")
@@ -51,22 +52,10 @@ TIMEOUT_S = 300  # per launch; a healthy launch takes ~20 s on 2 idle cores
 
 
 def _make_dataset(data_dir: str) -> None:
-  """64 train / 16 test images; example ``i`` has pixel ``[0, 0, 0] == i``."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-
-  def split(ids):
-    images = np.random.RandomState(0).randint(0, 256, (len(ids), 8, 8, 1))
-    images[:, 0, 0, 0] = ids
-    return tf.data.Dataset.from_tensor_slices(
-        {"image": images.astype(np.uint8), "label": np.asarray(ids) % 4})
-  features = tfds.features.FeaturesDict({
-      "image": tfds.features.Image(shape=(8, 8, 1)),
-      "label": tfds.features.ClassLabel(num_classes=4)})
-  tfds.dataset_builders.store_as_tfds_dataset(
-      multihost_config.DATASET, "1.0.0", features,
-      {"train": split(range(NUM_TRAIN)), "test": split(range(100, 116))},
-      data_dir=data_dir, disable_shuffling=True)  # stored in id order
+  """64 train / 16 test id images, stored in id order."""
+  tiny_data.store_id_dataset(multihost_config.DATASET, data_dir,
+                             range(NUM_TRAIN), range(100, 116),
+                             disable_shuffling=True)
 
 
 def _free_port() -> int:

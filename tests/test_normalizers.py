@@ -31,7 +31,8 @@ VARIANTS = [
     ("softmax_sink", {"sink": 40.0}),      # the sink dominates every row
     ("consmax", {"beta": -1.0, "denom": 0.5, "max_exponent": 1.5}),  # capped
     ("lssa", {"power": 2.0}),
-    ("lssar", {"power": 1.5}),
+    ("lssa", {"kappa": 1 / math.log(512)}),  # 1 at a training length of 512
+    ("lssar", {"power": 1.5, "kappa": 0.3}),
     ("laplace", {"alpha": 0.5, "mu": 0.2, "sigma": 1.5}),
     ("polynomial", {"p": 1}),
     ("polynomial", {"p": 2}),

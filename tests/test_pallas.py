@@ -11,6 +11,7 @@ the interpreter compiles each case for the CPU (~1 s), which dominates.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -41,12 +42,16 @@ PARAMS = {
     "consmax": {"beta": np.array([0.5, -0.5], np.float32).reshape(H, 1, 1),
                 "denom": np.array([3.0, 8.0], np.float32).reshape(H, 1, 1)},
     "lssar": {"power": np.float32(3.0) * np.ones((), np.float32)},
+    # gpt-oss's learnable sink per head, read by the kernels as a row column;
+    # its cotangent comes from the saved row statistics (modes.scalar_grad).
+    "softmax_sink": {"sink": np.array([0.3, -1.5], np.float32).reshape(H, 1,
+                                                                        1)},
 }
-# softmax_sink's sink is compiled into the kernels (a number, not an array).
-FUSED = [n for n in N.names() if n not in ("prenorm", "softmax_sink")
+# softmax_sink as an array above, and as a compiled-in number below.
+FUSED = [n for n in N.names() if n != "prenorm"
          and pallas.unsupported_reason(N.get(n)) is None] + [
     "prenorm(sin2_max_shifted)", "relu_seqlen(act=gelu, alpha=0.5)",
-    "prenorm(entmax15)", "softmax_sink(sink=0.7)"]
+    "prenorm(entmax15)", "softmax_sink(sink=0.7)", "prenorm(stick_breaking)"]
 # bf16 is tested on every fused normalizer, as f32 is (~3 s each: the f32
 # dense reference is shared).
 BF16 = FUSED
@@ -141,12 +146,15 @@ def test_pallas_bf16_as_accurate_as_dense(name, case):
         label, _err(t, g), _err(t, d), scale)
 
 
-@pytest.mark.parametrize("name", ["stick_breaking", "prenorm(stick_breaking)"])
-def test_pallas_rejects_row_normalizers(name):
+def test_pallas_rejects_row_normalizers_without_a_stream():
+  # Every registered rowwise normalizer streams (and fuses) now; one that
+  # declares no stream is still refused with the alternatives named.
+  norm = dataclasses.replace(N.get("stick_breaking"), name="ordered",
+                             stream=None)
   q = jnp.zeros((1, 8, 1, 8))
   with pytest.raises(ValueError, match="whole sorted or ordered score row"
                      ".*implementation='chunked'.*implementation='dense'"):
-    dot_product_attention(q, q, q, normalizer=name, implementation="pallas")
+    dot_product_attention(q, q, q, normalizer=norm, implementation="pallas")
 
 
 def test_pallas_rejects_bias_and_query_masks():
@@ -169,9 +177,11 @@ def test_auto_never_picks_pallas_off_tpu(monkeypatch):
   # what they support, and nothing else.
   monkeypatch.setattr(pallas, "target_chip", lambda: ("v5e", True))
   assert attention._auto(norm, shape, 64, None, None, False, False) == "pallas"
-  # sparsemax fuses as passes, but auto does not pick it (not measured).
-  sparse = N.get("sparsemax")
-  assert attention._auto(sparse, shape, 64, None, None, False, False) == "chunked"
+  # sparsemax (passes) and stick_breaking (scans) fuse, but auto does not
+  # pick them (crossover not measured).
+  for name in ("sparsemax", "stick_breaking"):
+    assert attention._auto(N.get(name), shape, 64, None, None, False,
+                           False) == "chunked", name
   assert attention._auto(norm, shape, 64, None, jnp.zeros(shape), False,
                          False) == "chunked"
   # The measured crossover: dense up to one 128 x 128 tile of scores (the
@@ -181,16 +191,22 @@ def test_auto_never_picks_pallas_off_tpu(monkeypatch):
                            False, False) == impl, length
 
 
-def test_multihead_attention_uses_pallas_when_asked():
-  """The layer's learnable per-head ssmax scale trains through the kernel."""
+@pytest.mark.parametrize("name,param", [("ssmax", "s_scale"),
+                                        ("softmax_sink", "sink")])
+def test_multihead_attention_uses_pallas_when_asked(name, param):
+  """The layer's learnable per-head parameter (ssmax's scale, gpt-oss's
+  sink) trains through the kernel: its gradient equals the dense path's."""
   x = jax.random.normal(jax.random.PRNGKey(0), (2, 20, 16))
   mask = jnp.arange(20)[None, None, None, :] < jnp.array([20, 13])[:, None,
                                                                    None, None]
-  layers = {impl: MultiHeadAttention(num_heads=2, normalizer="ssmax",
+  layers = {impl: MultiHeadAttention(num_heads=2, normalizer=name,
                                      implementation=impl, chunk_size=BLOCK)
             for impl in ("dense", "pallas")}
   params = layers["dense"].init(jax.random.PRNGKey(1), x, mask=mask)
-  assert params["params"]["norm_s_scale"].shape == (2, 1, 1)
+  assert params["params"][f"norm_{param}"].shape == (2, 1, 1)
+  # A sink of 0 would weigh little against 20 keys: move it where its
+  # gradient is large (and differs per head).
+  params["params"][f"norm_{param}"] = jnp.array([1.5, 3.0]).reshape(2, 1, 1)
 
   def loss(p, impl):
     return jnp.sum(jnp.sin(layers[impl].apply(p, x, mask=mask)))
@@ -253,17 +269,19 @@ def test_block_rule_fits_each_chip():
   assert pallas.tile.heads_per_block(2, 8, 8) == 2
 
 
+@pytest.mark.parametrize("name", ["softmax", "stick_breaking"])
 @pytest.mark.parametrize("hp", [1, 2])
-def test_heads_per_block_and_per_head_masks_equal_dense(monkeypatch, hp):
+def test_heads_per_block_and_per_head_masks_equal_dense(monkeypatch, hp, name):
   """One head per block or two (the D=64 layout), a key mask that differs
-  per head, ragged lengths: outputs and gradients equal the dense path."""
+  per head, ragged lengths: outputs and gradients equal the dense path
+  (stick-breaking: its own kernels and per-block carries, ``stick.py``)."""
   monkeypatch.setattr(pallas.tile, "heads_per_block", lambda h, d, dv: hp)
   q, k, v, _ = _inputs(24, 40)
   mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (B, H, 1, 40))
 
   def loss(impl, q, k, v):
     kw = dict(chunk_size=BLOCK) if impl == "pallas" else {}
-    out = dot_product_attention(q, k, v, normalizer="softmax", mask=mask,
+    out = dot_product_attention(q, k, v, normalizer=name, mask=mask,
                                 implementation=impl, **kw)
     return jnp.sum(jnp.cos(out)), out
 
@@ -293,12 +311,15 @@ def test_kernels_read_the_callers_layout_without_copies():
   assert "pallas_call" in jaxpr
 
 
-def test_learnable_sink_is_refused_by_the_fused_kernels():
+def test_an_array_epsilon_is_refused_by_the_fused_kernels():
+  """A mode's scalar as an array needs its cotangent: exp_sink derives it
+  (a learnable sink, tested above), the epsilons of ratio/softpick do not."""
   q, k, v, _ = _inputs(24, 40)
-  sink = jnp.zeros((H, 1, 1))
-  with pytest.raises(ValueError, match="take 'sink' as a number, not an array"):
-    dot_product_attention(q, k, v, normalizer="softmax_sink",
-                          normalizer_params={"sink": sink},
+  eps = jnp.full((H, 1, 1), 1e-6)
+  with pytest.raises(ValueError, match="take 'eps' as a number, not an array"):
+    dot_product_attention(q, k, v, normalizer="softpick",
+                          normalizer_params={"eps": eps},
                           implementation="pallas")
-  assert pallas.unsupported_reason(N.get("softmax_sink"), None, None,
-                                   {"sink": 0.5}) is None
+  for sink in (0.5, jnp.zeros((H, 1, 1))):
+    assert pallas.unsupported_reason(N.get("softmax_sink"), None, None,
+                                     {"sink": sink}) is None

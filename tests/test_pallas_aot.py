@@ -34,10 +34,24 @@ EXTRA = {
             dict(normalizer="softpick", key_mask=True),         # softpick
             dict(normalizer="normsoftmax", causal=True),        # exp+moments
             dict(normalizer="ssmax", learnable=["s_scale"], key_mask=True),
+            # gpt-oss's learnable sink per head: a row column read at the
+            # forward's finish (L=1024: the kernel code, not the size).
+            dict(length=1024, normalizer="softmax_sink", learnable=["sink"],
+                 causal=True, key_mask=True),
             # Ragged lengths, two 64-wide heads per block: ViT-B/16's 196
             # tokens (one whole-length block) and 2000 (ragged q and k tails).
             dict(length=196, d=64, key_mask=True),
-            dict(length=2000, d=64, causal=True, normalizer="sigmoid")],
+            dict(length=2000, d=64, causal=True, normalizer="sigmoid"),
+            # sparsemax's threshold search: passes of the pointwise kernel
+            # (softattn/pallas/streams.py), 13 Mosaic kernels with the
+            # backward. Mosaic's compile time grows with the block, which
+            # grows with L (~140 s at 4096): L=256 (~10 s) checks the
+            # lowering of every pass, not the production block.
+            dict(b=4, h=4, length=256, normalizer="sparsemax",
+                 key_mask=True),
+            # Stick-breaking's own kernels (pallas/stick.py): reversed key
+            # axis, triangular-matmul scans, per-block carries; ragged, hp=2.
+            dict(length=2000, d=64, causal=True, normalizer="stick_breaking")],
     "v4": [dict(normalizer="nap", d=256, key_mask=True),        # moments, D=256
            dict(length=196, d=64, key_mask=True),
            # Mega's Laplace function: erf inside the kernel (Triton lacks it;
@@ -45,7 +59,13 @@ EXTRA = {
            dict(length=1024, normalizer="laplace", key_mask=True),
            # The exp_sink and signed_exp modes (their own kernel code).
            dict(length=1024, normalizer="softmax_1", key_mask=True),
-           dict(length=1024, normalizer="cog", causal=True)],
+           dict(length=1024, normalizer="cog", causal=True),
+           # entmax15's passes ([z - tau]_+^2 and its Newton sums), as
+           # sparsemax's on v5e, on the smallest VMEM.
+           dict(b=4, h=4, length=256, normalizer="entmax15", causal=True),
+           # Stick-breaking with moments (three backward kernels).
+           dict(length=1024, normalizer="prenorm(stick_breaking)",
+                key_mask=True)],
 }
 
 
@@ -73,5 +93,9 @@ def test_pallas_compiles_for_tpu(chip):
     # dK/dV 4 matmuls of width D per (query, key) pair, 2 FLOPs each, per
     # device (batch and heads split over the 2x2 mesh), causal halves.
     n = cfg["length"]
-    pairs = B * H * n * n / 4 / (2 if cfg.get("causal") else 1)
+    pairs = cfg["b"] * cfg["h"] * n * n / 4 / (2 if cfg.get("causal") else 1)
     assert res["flops"] >= 2 * pairs * cfg["d"] * 9, (cfg, res)
+    if "stick_breaking" in cfg.get("normalizer", ""):
+      # ... plus its scans: 128-lane triangular matmuls in two bf16 pieces,
+      # one forward, two in each backward kernel (pallas/stick.py).
+      assert res["flops"] >= 2 * pairs * (cfg["d"] * 9 + 128 * 2 * 5), res

@@ -49,19 +49,21 @@ def _supported(name):
 
 GPU_FUSED = [n for n in T.FUSED if _supported(n)]
 NO_GPU = [n for n in T.FUSED if not _supported(n)]
-# One normalizer per mode, the moments path and an array parameter.
+# One normalizer per mode, the moments path and array parameters (ssmax's
+# scale in the transform, softmax_sink's sink in the mode's finish).
 BF16 = ["softmax", "sin_max", "sigmoid", "softpick", "softmax_sink(sink=0.7)",
-        "cog", "normsoftmax", "ssmax"]
+        "cog", "normsoftmax", "ssmax", "softmax_sink"]
 CASE_OF = {n: sorted(T.CASES)[i % 2] for i, n in enumerate(GPU_FUSED)}
 
 
 def test_every_fused_normalizer_but_erf_ones_runs_on_gpu():
   """Only ``erf`` (which Triton lacks) keeps a one-pass fused normalizer off
-  GPU; the threshold streams (sparsemax, entmax15: passes of the TPU
-  kernels) are refused there with the chunked path named."""
+  GPU; the streams (sparsemax, entmax15: passes of the TPU kernels;
+  stick_breaking: TPU kernels of its own) are refused there with the
+  chunked path named."""
   assert set(BF16) <= set(GPU_FUSED)
   assert "laplace" in NO_GPU and len(GPU_FUSED) >= 25
-  assert {"sparsemax", "entmax15"} <= set(NO_GPU)
+  assert {"sparsemax", "entmax15", "stick_breaking"} <= set(NO_GPU)
   for name in NO_GPU:
     norm = N.get(name)
     reason = gpu.unsupported_reason(norm, norm.resolve(None, head_dim=T.D))

@@ -362,3 +362,112 @@ def test_probed_reads_finished_runs_with_checkpoints_lowest_seed_first(
   assert got == [(0, [0, 0]), (2, [2, 2]), (4, [4, 4])]
   kept = studies.probed(runs, keep=lambda r: r.get("heads") == 4)
   assert [r.seed for r, _ in kept] == [0, 4]
+
+
+def _steps(runs, steps):
+  for r in runs:
+    r.total_steps = steps
+  return runs
+
+
+def test_pooled_settings_are_averaged_to_one_value_per_seed():
+  # 3 seeds x 3 depths: each seed shares its init and data order across
+  # depths, so the depths are not 9 independent pairs. Per-seed means of
+  # a - b: +1.0, -0.5, +1.2 (in points).
+  gaps = {0: (1.0, 1.1, 0.9), 1: (-0.5, -0.4, -0.6), 2: (1.2, 1.3, 1.1)}
+  runs = []
+  for s, gs in gaps.items():
+    for d, g in zip((1, 2, 4), gs):
+      runs += [run("a", s, 0.5 + g / 100, depth=d),
+               run("b", s, 0.5, depth=d)]
+  c = claim(">", pair_by=("depth", "seed"))
+  pooled = np.array([g for gs in gaps.values() for g in gs])
+  # Nine pooled pairs would call it significant ...
+  assert stats.paired_t(pooled, "greater") < 0.05
+  # ... the three seeds do not.
+  v = studies.judge(c, runs)
+  assert v.word == C.INCONCLUSIVE and v.n == 3
+  assert v.estimate == pytest.approx(np.mean([1.0, -0.5, 1.2]))
+  assert v.p == pytest.approx(stats.paired_t(np.array([1.0, -0.5, 1.2]),
+                                             "greater"))
+  assert "averaged within each seed (up to 3 settings" in v.reason
+  assert C.pairs(c, runs)[0] == pytest.approx([1.0, -0.5, 1.2])
+
+
+def test_a_budget_not_declared_is_refused_and_the_read_one_recorded():
+  runs = _steps(pair_runs([0.80, 0.83, 0.86], [0.79, 0.82, 0.85]), 300)
+  ok = studies.judge(claim(">", budget=studies.Budget((300,), "Table 1: "
+                                                      "end points")), runs)
+  assert ok.word == C.CONFIRMED and ok.budgets == (300,)
+  with pytest.raises(ValueError, match=r"\[300\] steps, not in its "
+                     r"declared budget \(1200,\)"):
+    studies.judge(claim(">", budget=studies.Budget((1200,), "x")), runs)
+  with pytest.raises(ValueError, match="needs its reason"):
+    studies.Budget((300,), " ")
+
+
+def test_with_budgets_first_row_wins_and_every_row_and_claim_match():
+  cs = [claim(), dataclasses.replace(claim(), id="d.x")]
+  early, rest = (studies.Budget((50,), "early"),
+                 studies.Budget((300,), "end"))
+  got = studies.with_budgets(cs, [("d.*", early), ("*", rest)])
+  assert [c.budget for c in got] == [rest, early]
+  with pytest.raises(ValueError, match="no budget row matches"):
+    studies.with_budgets(cs, [("d.*", early)])
+  with pytest.raises(ValueError, match="match no claim"):
+    studies.with_budgets(cs, [("*", rest), ("zz.*", early)])
+
+
+def test_covered_settings_with_opposite_labels_are_mixed():
+  # Judged at depth 1 (a > b); depth 2 runs go the other way.
+  runs = []
+  for d, sign in ((1, 1), (2, -1), (4, 1)):
+    for s, base in enumerate((0.80, 0.83, 0.86)):
+      runs += [run("a", s, base + sign * 0.01, depth=d),
+               run("b", s, base, depth=d)]
+  covers = (("depth 1", {}), ("depth 2", {"depth": 2}),
+            ("depth 4", {"depth": 4}))
+  c = studies.Claim("c", "a > b", "T1", "-", studies.ACCURACY,
+                    lhs={"part": "a", "depth": 1},
+                    rhs={"part": "b", "depth": 1}, covers=covers)
+  v = studies.judge(c, runs)
+  assert v.word == C.INCONCLUSIVE and "mixed" in v.reason
+  assert "depth 1: confirmed" in v.reason
+  assert "depth 2: contradicted" in v.reason
+  # Without the disagreeing setting the judged label stands, others shown.
+  agree = studies.judge(dataclasses.replace(c, covers=covers[::2]), runs)
+  assert agree.word == C.CONFIRMED and "depth 4: confirmed" in agree.reason
+  with pytest.raises(ValueError, match="judged at first"):
+    dataclasses.replace(c, covers=covers[1:])
+  # A mapping override maps one selection's value, not every selection's.
+  at = c.at({"part": {"a": "a2"}})
+  assert at.lhs["part"] == "a2" and at.rhs["part"] == "b"
+
+
+def test_events_pool_covered_settings_and_censor_short_runs_without_one():
+  broke = studies.Metric("broke down", "value/broke")
+  runs = []
+  for part, epochs, flags in (("long", 1.0, (0, 0, 0)),
+                              ("short", 0.3, (1, 1, 0))):
+    for s, f in enumerate(flags):
+      r = run(part, s, 0.1, epochs=epochs)
+      r.metrics["value/broke"] = float(f)
+      runs.append(r)
+  early = studies.paper_fraction(1 / 50, 50, "early stages")
+  ev = studies.Claim("e", "breaks down", "T2", "-", broke,
+                     lhs={"part": "long"}, relation="all",
+                     min_budget=(early,),
+                     covers=(("1 epoch", {}), ("short", {"part": "short"})))
+  # Judged at the long runs alone it would be contradicted (0/3); the
+  # short runs' two break-downs count, their run without one is censored.
+  assert studies.judge(dataclasses.replace(ev, covers=()), runs).word == \
+      C.CONTRADICTED
+  v = studies.judge(ev, runs)
+  assert v.word == C.INCONCLUSIVE and v.n == 5
+  assert "2/5 runs broke down: mixed" in v.reason
+  assert "Censored (1" in v.reason and "short: 2/3" in v.reason
+  # Only short runs, none with the event: not testable, with the reason.
+  only = dataclasses.replace(ev, lhs={"part": "short", "seed": 2},
+                             covers=())
+  nt = studies.judge(only, runs)
+  assert nt.word == C.NOT_TESTABLE and "early stages" in nt.reason

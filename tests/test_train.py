@@ -12,6 +12,7 @@ import pytest
 from softattn import configlib, metrics, train
 
 sys.path.insert(0, os.path.dirname(__file__))
+import tiny_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 import train_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = train_runner.REPO
@@ -49,14 +50,9 @@ RESUME = {"total_steps": 6, "checkpoint_every": 2, "log_every": 3,
 @pytest.fixture(scope="module")
 def compile_cache(tmp_path_factory):
   """A persistent XLA cache shared by the runs (and subprocesses) of this module."""
-  d = str(tmp_path_factory.mktemp("xla_cache"))
-  old = (jax.config.jax_compilation_cache_dir,
-         jax.config.jax_persistent_cache_min_compile_time_secs)
-  jax.config.update("jax_compilation_cache_dir", d)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-  yield d
-  jax.config.update("jax_compilation_cache_dir", old[0])
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+  with tiny_data.compile_cache(str(tmp_path_factory.mktemp("xla_cache")),
+                               0.5) as d:
+    yield d
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """``w = g(s) / sum g(s)`` with a positive ``g`` other than ``exp``: StableMax and
 length-scaled softplus attention (LSSA, and its re-weighted form LSSAR).
 
-Both are ``ratio`` mode: no running max is needed (``g`` grows at most
+All are ``ratio`` mode: no running max is needed (``g`` grows at most
 polynomially), so they stream with plain sums of ``g v`` and ``g``.
 """
 
@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from softattn.normalizers.core import REQUIRED, Normalizer
-from softattn.normalizers.domains import EPS, Domain
+from softattn.normalizers.domains import EPS, POSITIVE, Domain
 
 
 def _stablemax(s, stats, *, eps):
@@ -36,36 +36,47 @@ stablemax = Normalizer(
     """)
 
 
-def _softplus_power(s, stats, *, power, eps):
+def _softplus_power(s, stats, *, power, kappa, eps):
   n = jnp.maximum(stats.n, 1.0)
-  return jax.nn.softplus(jnp.log(n) * s) ** power
+  return jax.nn.softplus(kappa * jnp.log(n) * s) ** power
 
 
-_LSSA_DOC = r"""(Gao & Spratling 2025, arXiv 2501.13428).
+_LSSA_DOC = r"""(Gao, Spratling & Gionfrida, arXiv 2501.13428).
 
-    ``g = softplus(log(n) s)^power``, ``w = g / sum g`` over the ``n``
-    unmasked keys. Softmax is read as a positive map followed by
-    l1-normalisation; LSSA keeps the l1-normalisation, swaps ``exp`` for
-    softplus and multiplies the scores by ``log n`` (the length-dependent
-    factor the paper derives from entropy invariance). LSSAR adds the
-    re-weighting stage that sharpens the distribution: raising the weights
-    to ``power > 1`` and re-normalising, which equals ``g^power / sum
-    g^power``, so it still streams in one pass.
+    ``g = softplus(kappa log(n) s)^power``, ``w = g / sum g`` over the ``n``
+    unmasked keys of the row (``n`` grows with the causal position).
 
-    *Inferred*: the paper's text was not available when this was written;
-    the ``log n`` factor with no further constant and the re-weighting as a
-    plain power are our reading of its abstract and summaries. Both are
-    parameters here: check them against the paper's equations before
-    relying on exact reproduction.
+    What the paper's text confirms (its abstract, v2, v4 and v5): softmax is
+    read as a positive map followed by l1-normalisation; LSSA keeps the
+    l1-normalisation, replaces ``exp`` by Softplus and adds "a dynamic scale
+    factor based on invariance entropy"; LSSAR adds a second stage,
+    "re-weighting", that "amplifies significant attentional weights while
+    diminishing weaker ones" (v2 calls it "fine-tuning-free": applied to a
+    model trained with LSSA). Summaries of the paper describe the scale as
+    row-dependent and the re-weighting as a power function.
+
+    *Inferred*, and parameters here for that reason: the method section's
+    equations could not be read (the stored copies of the paper searched for
+    this gave back only its abstract and introduction), so no section or
+    equation number is cited.
+    The scale is ``kappa log n`` with the row's own ``n``: ``kappa = 1``
+    (default) is ``log n``; ``kappa = 1 / log(L_train)`` is the other common
+    entropy-invariance form, 1 at the training length. Whether the paper
+    also keeps ``1/sqrt(d)`` on the scores is attention's ``scale`` (default
+    ``1/sqrt(d)``; pass ``scale=1.0`` to drop it). The re-weighting is read
+    as a plain power of the weights, re-normalised, which equals ``g^power /
+    sum g^power`` and so still streams in one pass (mode ``ratio``); an
+    offset or ReLU before the power, if the paper has one, is not modelled.
 """
 
 lssa = Normalizer(
     name="lssa", mode="ratio", needs="count",
-    defaults=dict(power=1.0, eps=0.0), transform=_softplus_power,
+    defaults=dict(power=1.0, kappa=1.0, eps=0.0), transform=_softplus_power,
     eps_param="eps",
-    domains=dict(power=Domain(lo=0.0, lo_open=True, hi=16.0), eps=EPS),
-    formula="`g/Σg`, g = softplus(log n·s)^p, p = 1 (*inferred* form)",
-    source="Gao & Spratling 2025, arXiv 2501.13428",
+    domains=dict(power=Domain(lo=0.0, lo_open=True, hi=16.0),
+                 kappa=POSITIVE, eps=EPS),
+    formula="`g/Σg`, g = softplus(κ·log n·s)^p, κ = p = 1 (*inferred* form)",
+    source="Gao et al. 2025, arXiv 2501.13428",
     doc="Length-scaled softplus attention, LSSA " + _LSSA_DOC + r"""
     ``power`` defaults to 1 (plain LSSA); ``softplus > 0``, so no eps is
     needed (default 0).
@@ -73,12 +84,13 @@ lssa = Normalizer(
 
 lssar = Normalizer(
     name="lssar", mode="ratio", needs="count",
-    defaults=dict(power=REQUIRED, eps=0.0), transform=_softplus_power,
-    eps_param="eps",
+    defaults=dict(power=REQUIRED, kappa=1.0, eps=0.0),
+    transform=_softplus_power, eps_param="eps",
     domains=dict(power=Domain(lo=1.0, hi=16.0,
-                              note="the re-weighting sharpens"), eps=EPS),
-    formula="`g/Σg`, g = softplus(log n·s)^p, p > 1 given (*inferred* form)",
-    source="Gao & Spratling 2025, arXiv 2501.13428",
+                              note="the re-weighting sharpens"),
+                 kappa=POSITIVE, eps=EPS),
+    formula="`g/Σg`, g = softplus(κ·log n·s)^p, p > 1 given (*inferred* form)",
+    source="Gao et al. 2025, arXiv 2501.13428",
     doc="LSSA with re-weighting, LSSAR " + _LSSA_DOC + r"""
     ``power`` has no default: the paper's value was not confirmed, so a spec
     must give it, e.g. ``"lssar(power=3)"``.

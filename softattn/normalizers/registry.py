@@ -183,9 +183,7 @@ def streams_as(norm: Normalizer) -> str:
   if norm.mode == "rowwise":
     if norm.stream is None:
       return "dense only (needs the whole row)"
-    fused = ("fused as pointwise passes" if norm.stream.alpha is not None
-             else "not fused")
-    return f"chunked: {norm.stream.passes}; {fused}"
+    return f"chunked: {norm.stream.passes}; {norm.stream.fused or 'not fused'}"
   text = ("fixed max (`exp_upper`)" if norm.exp_upper is not None
           else modes_lib.MODES[norm.mode].streams)
   if norm.needs == "moments":

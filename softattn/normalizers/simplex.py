@@ -115,5 +115,7 @@ stick_breaking = Normalizer(
     breaks the stick first. The paper's causal form excludes the query's own
     position: use a *strictly* causal mask to match it. Weights sum to at most 1.
     Order-dependent over the whole row: the chunked path scans key blocks
-    from the last to the first carrying the sum of ``log(1 - beta)``.
+    from the last to the first carrying the sum of ``log(1 - beta)``; the
+    fused TPU kernels too, with per-block carries for the backward
+    (``softattn.pallas.stick``).
     """)

@@ -184,8 +184,9 @@ softmax_sink = Normalizer(
 
     Mode ``exp_sink``: keys stream as softmax's running max and sum, the sink
     term ``exp(sink - m)`` joins at the end. The fused kernels take the sink
-    as a compile-time number only (their backward has no sink cotangent): a
-    learnable (array) sink runs on the dense or chunked path.
+    as a number or as an array (learnable): its gradient is ``-sum_i p0_i
+    (dO_i . O_i)`` with the sink's weight ``p0_i = exp(sink - L_i)``, read
+    from the forward's saved log-normaliser ``L`` (``modes.Mode.scalar_grad``).
     """)
 
 

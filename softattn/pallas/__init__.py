@@ -12,6 +12,9 @@ transform is traced into the kernel and differentiated there with
   dK/dV kernels; ``blocks.py``: block sizes per chip (the VMEM rule) and
   ``pl.CostEstimate``; ``wrapper.py``: layout, padding, ``custom_vjp``,
   ``shard_map``.
+* ``streams.py``: sparsemax/entmax15 as passes of the pointwise kernel;
+  ``stick.py``: stick-breaking's reverse-order forward and dQ kernels (its
+  dK/dV is ``backward.py``'s with its own rule).
 * ``gpu.py``, ``gpu_forward.py``, ``gpu_backward.py``, ``gpu_tile.py``: the
   same tiles in kernels for Pallas' Triton lowering, which
   ``pallas_attention`` runs when the target is a GPU (``target_platform``).

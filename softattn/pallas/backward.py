@@ -31,16 +31,26 @@ from softattn.pallas import blocks, tile
 from softattn.pallas.forward import run
 
 
-def _tile_grads(cfg, qi, kj, ins, h):
+def _mode_grad(cfg, brows, t, valid, dp):
+  """``(w, dt, None)`` by the mode's rule from the forward's residual rows
+  ``brows`` (``res_a, res_b, di``)."""
+  w, dt = MODES[cfg.mode].grad(t, valid, dp, brows[:, 0:1], brows[:, 1:2],
+                               brows[:, 2:3])
+  return w, dt, None
+
+
+def _tile_grads(cfg, qi, kj, ins, h, weights_grad=None):
   """``(w, ds, row_cotangents)`` of head ``h`` on one tile (see module
-  docstring), and its loaded ``q, k, do`` blocks (ragged tails zeroed)."""
+  docstring), its loaded ``q, k, do`` blocks (ragged tails zeroed) and what
+  else ``weights_grad(t, valid, dp) -> (w, dt, extra)`` returned (default:
+  the mode's rule, ``_mode_grad``; stick-breaking's carries, ``stick.py``)."""
   q_ref, k_ref, v_ref, do_ref, rows_ref, brows_ref, drows_ref, mask_ref = ins
   q0, k0 = qi * cfg.bq, kj * cfg.bk
   q = tile.load(q_ref, h, cfg.d, q0, cfg.lq, cfg.ragged_q)
   do = tile.load(do_ref, h, cfg.dv, q0, cfg.lq, cfg.ragged_q)
   k = tile.load(k_ref, h, cfg.d, k0, cfg.lk, cfg.ragged_k)
   v = tile.load(v_ref, h, cfg.dv, k0, cfg.lk, cfg.ragged_k)
-  rows, brows = rows_ref[h], brows_ref[h]
+  rows = rows_ref[h]
   s, valid = tile.scores(cfg, qi, kj, q, k, tile.mask_row(cfg, mask_ref, h))
   rv = tile.row_values(cfg, rows)
   names = cfg.diff_names
@@ -50,8 +60,9 @@ def _tile_grads(cfg, qi, kj, ins, h):
 
   t, vjp = jax.vjp(t_of, s, *[rv[n] for n in names])
   dp = jax.lax.dot_general(do, v, tile.NT, preferred_element_type=jnp.float32)
-  w, dt = MODES[cfg.mode].grad(t, valid, dp, brows[:, 0:1], brows[:, 1:2],
-                               brows[:, 2:3])
+  if weights_grad is None:
+    weights_grad = functools.partial(_mode_grad, cfg, brows_ref[h])
+  w, dt, extra = weights_grad(t, valid, dp)
   ds, *dcols = vjp(dt)
   if drows_ref is not None:  # the statistics' own dependence on s
     drows = drows_ref[h]
@@ -62,7 +73,7 @@ def _tile_grads(cfg, qi, kj, ins, h):
   # statistics, so w can be NaN there even where t was masked: zero it
   # before it meets dO in dV = W^T dO.
   return (jnp.where(valid, w, 0.0), jnp.where(valid, ds, 0.0), dcols,
-          (q, k, do))
+          (q, k, do), extra)
 
 
 def _unpack(cfg, has_drows, refs):
@@ -74,7 +85,7 @@ def _unpack(cfg, has_drows, refs):
           mask_ref), rest
 
 
-def _dkv_kernel(cfg, has_drows, *refs):
+def _dkv_kernel(cfg, has_drows, grad_of, *refs):
   ins, (dk_ref, dv_ref, dk_sc, dv_sc) = _unpack(cfg, has_drows, refs)
   kj, qi = pl.program_id(2), pl.program_id(3)
 
@@ -86,7 +97,8 @@ def _dkv_kernel(cfg, has_drows, *refs):
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
     for h in range(cfg.hp):
-      w, ds, _, (q, _, do) = _tile_grads(cfg, qi, kj, ins, h)
+      wg = None if grad_of is None else grad_of(ins[5][h], kj)
+      w, ds, _, (q, _, do), _ = _tile_grads(cfg, qi, kj, ins, h, wg)
       dv_sc[h] += jax.lax.dot(w.T.astype(do.dtype), do,
                               preferred_element_type=jnp.float32)
       dk_sc[h] += jax.lax.dot(ds.T.astype(q.dtype), q,
@@ -116,7 +128,7 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
   @pl.when(tile.needed(cfg, qi, kj))
   def _():
     for h in range(cfg.hp):
-      _, ds, dcols, (_, k, _) = _tile_grads(cfg, qi, kj, ins, h)
+      _, ds, dcols, (_, k, _), _ = _tile_grads(cfg, qi, kj, ins, h)
       for i, dc in enumerate(dcols):
         dr_sc[h, :, i:i + 1] += dc
       if with_dq:
@@ -131,7 +143,7 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
         dq_ref[:, pl.ds(h * cfg.d, cfg.d)] = dq_sc[h].astype(dq_ref.dtype)
 
 
-def _in_specs(cfg, rows, drows, mask, q_axis):
+def _in_specs(cfg, rows, brows, drows, mask, q_axis):
   """Specs of (q, k, v, do, rows, brows, [drows], [mask]); ``q_axis`` is the
   grid axis (2 or 3) walking query blocks, the other walks key blocks."""
   k_axis = 5 - q_axis
@@ -140,7 +152,7 @@ def _in_specs(cfg, rows, drows, mask, q_axis):
            tile.seq_spec(cfg, cfg.bk, cfg.dv, k_axis),
            tile.seq_spec(cfg, cfg.bq, cfg.dv, q_axis),
            tile.row_spec(cfg, rows.shape[-1], q_axis),
-           tile.row_spec(cfg, 3, q_axis)]
+           tile.row_spec(cfg, brows.shape[-1], q_axis)]
   if drows is not None:
     specs.append(tile.row_spec(cfg, _n_diff(cfg), q_axis))
   if mask is not None:
@@ -166,7 +178,7 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
   """``(dq [B, Lq, H*D] or None, drows [B, H, Lq, len(diff_names)])``."""
   b, h = q.shape[0], q.shape[2] // cfg.d
   nd = _n_diff(cfg)
-  specs = _in_specs(cfg, rows, drows, mask, q_axis=2)
+  specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=2)
   out_specs = [tile.row_spec(cfg, nd, q_axis=2)]
   out_shape = [jax.ShapeDtypeStruct((b, h, cfg.lq, nd), jnp.float32)]
   scratch = [pltpu.VMEM((cfg.hp, cfg.bq, nd), jnp.float32)]
@@ -190,14 +202,22 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
   return (out[0], out[1]) if with_dq else (None, out[0])
 
 
-def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask):
-  """``(dk, dv)`` in the input dtypes, ``[B, Lk, H*D]`` and ``[B, Lk, H*Dv]``."""
+def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask, grad_of=None,
+          cost=None):
+  """``(dk, dv)`` in the input dtypes, ``[B, Lk, H*D]`` and ``[B, Lk, H*Dv]``.
+
+  ``grad_of(brows block, key block index) -> weights_grad`` and ``cost``
+  replace the mode's rule (``_tile_grads``) and the cost estimate
+  (stick-breaking reads its per-block carries from ``brows``: ``stick.py``).
+  """
   b, h = q.shape[0], q.shape[2] // cfg.d
-  specs = _in_specs(cfg, rows, drows, mask, q_axis=3)
+  specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=3)
+  cost = cost or blocks.cost_estimate(
+      "dkv", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv, q.dtype.itemsize, cfg.causal)
 
   def build(interpret):
     return pl.pallas_call(
-        functools.partial(_dkv_kernel, cfg, drows is not None),
+        functools.partial(_dkv_kernel, cfg, drows is not None, grad_of),
         grid=_grid(cfg, b, h, q_axis=3),
         in_specs=specs,
         out_specs=[tile.seq_spec(cfg, cfg.bk, cfg.d, axis=2),
@@ -207,8 +227,5 @@ def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask):
         scratch_shapes=[pltpu.VMEM((cfg.hp, cfg.bk, cfg.d), jnp.float32),
                         pltpu.VMEM((cfg.hp, cfg.bk, cfg.dv), jnp.float32)],
         compiler_params=blocks.compiler_params(cfg.chip),
-        cost_estimate=blocks.cost_estimate(
-            "dkv", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv, q.dtype.itemsize,
-            cfg.causal),
-        interpret=interpret, name="softattn_dkv")
+        cost_estimate=cost, interpret=interpret, name="softattn_dkv")
   return run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))

@@ -114,6 +114,17 @@ def moments(cfg: tile.Config, q, k, mask):
   return run(cfg, build, *args)
 
 
+def rows(cfg: tile.Config, q, k, nrow, prow, kmask):
+  """The per-row inputs ``[B, H, Lq, R]`` (``tile.Config.row_names``): the
+  count, the moments when the normalizer ``needs`` them, array parameters."""
+  parts = [nrow]
+  if cfg.moments:
+    parts.append(moments(cfg, q, k, kmask))
+  if prow is not None:
+    parts.append(prow)
+  return jnp.concatenate(parts, axis=-1)
+
+
 # -- attention ------------------------------------------------------------------
 def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
   mask_ref = refs[0] if cfg.has_mask else None
@@ -138,8 +149,9 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
     for h in range(cfg.hp):
+      scalar = tile.scalar(cfg, tile.row_values(cfg, rows_ref[h]))
       out, res_a, res_b = modes.output(cfg.mode, (m_sc[h], l_sc[h], acc_sc[h]),
-                                       cfg.eps)
+                                       scalar)
       o_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = out.astype(o_ref.dtype)
       res_ref[h, :, 0:1] = res_a
       res_ref[h, :, 1:2] = res_b

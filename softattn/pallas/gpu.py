@@ -41,9 +41,10 @@ def unsupported_reason(norm, params=None, d: int = 64, dv: int | None = None,
                        blocks=None) -> str | None:
   """Why the GPU kernels cannot run this normalizer (beyond the TPU
   wrapper's reasons), or None. ``blocks``: forced ``(bq, bk)``."""
-  if norm.mode not in wrapper.MODES:  # sparsemax/entmax15's threshold passes
-    return (f"normalizer {norm.name!r} fuses as passes of the TPU kernels "
-            f"only; on GPU use implementation='chunked' (it streams there)")
+  if norm.mode not in wrapper.MODES:  # threshold passes, stick-breaking scan
+    return (f"normalizer {norm.name!r} fuses on the TPU kernels only "
+            f"(several passes, or stick-breaking's reverse scan); on GPU use "
+            f"implementation='chunked' (it streams there)")
   for name, width in (("head dim", d), ("value head dim", dv or d)):
     if not gpu_tile.is_pow2(width):
       return (f"implementation='pallas' on GPU needs a {name} that is a power "
@@ -106,6 +107,9 @@ def _core_bwd(cfgs, saved, do):
   n_stats = 2 if cfg.moments else 0
   dprow = None if prow is None else jnp.swapaxes(
       dcols[:, :, n_stats:n_stats + prow.shape[-1]], 2, 3)
+  col = lambda x: jnp.swapaxes(x, 2, 3)  # noqa: E731  [B, H, 1, Lq] -> Lq, 1
+  dprow = wrapper.add_scalar_grad(cfg, prow, dprow, col(res[:, :, 0:1]),
+                                  col(res[:, :, 1:2]), col(brows[:, :, 2:3]))
   return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
 
 

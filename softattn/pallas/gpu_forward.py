@@ -131,7 +131,7 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
 
   carry = modes.init(cfg.mode, (cfg.bq,), cfg.dv, jnp.float32)
   carry = jax.lax.fori_loop(0, gpu_tile.k_blocks(cfg, qi), body, carry)
-  out, res_a, res_b = modes.output(cfg.mode, carry, cfg.eps)
+  out, res_a, res_b = modes.output(cfg.mode, carry, tile.scalar(cfg, rv))
   gpu_tile.store_rows(o_ref, q0, out.astype(o_ref.dtype), cfg.lq,
                       cfg.ragged_q)
   for i, x in enumerate((res_a, res_b)):

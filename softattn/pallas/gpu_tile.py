@@ -185,7 +185,7 @@ def missing_primitives(cfg: tile.Config) -> tuple[str, ...]:
     spec = MODES[cfg.mode]
     m = jnp.full(col, spec.m0, jnp.float32)
     _, _, e, _ = spec.block(m, t, valid, False)
-    spec.finish(m, m, cfg.eps)
+    spec.finish(m, m, tile.scalar(cfg, rv))
     _, dt = spec.grad(t, valid, s, m, m, m)
     return e, vjp(dt)
 

@@ -17,7 +17,8 @@ matmul (``load``), since a ragged block's tail holds whatever memory follows.
 array ``rows [B, H, Lq, R]`` whose columns are named by ``Config.row_names``:
 the count ``n`` always, ``mean``/``var`` when the normalizer ``needs``
 moments, then each parameter given as an array (learnable ones: NormSoftmax's
-``w``, ssmax's ``s_scale``, NAP's ``g``/``b``), broadcast per query row.
+``w``, ssmax's ``s_scale``, NAP's ``g``/``b``, softmax_sink's ``sink``),
+broadcast per query row.
 The transform sees them as ``[bq, 1]`` columns, which broadcast over keys the
 way the dense path broadcasts ``[..., 1]`` statistics.
 """
@@ -83,7 +84,15 @@ class Config:
 
   @property
   def eps(self) -> float:
+    """The mode's scalar as a number (``scalar`` reads it per row when it
+    is given as an array)."""
     return float(self.norm.eps(dict(self.static_params)))
+
+  @property
+  def scalar_is_row(self) -> bool:
+    """Whether the mode's scalar (``Normalizer.eps_param``) comes as an
+    array, a row column (a learnable sink), not a compiled-in number."""
+    return self.norm.eps_param in self.param_names
 
 
 def load(ref, h: int, width: int, start, length: int, ragged: bool):
@@ -117,6 +126,12 @@ def heads_per_block(h: int, d: int, dv: int, lanes: int = 128) -> int:
 def row_values(cfg: Config, rows) -> dict[str, jax.Array]:
   """``{name: [bq, 1]}`` from a ``[bq, R]`` rows block."""
   return {name: rows[:, i:i + 1] for i, name in enumerate(cfg.row_names)}
+
+
+def scalar(cfg: Config, rv):
+  """The mode's scalar for ``modes.output``: its ``[bq, 1]`` row column
+  when given as an array, else the compiled-in number."""
+  return rv[cfg.norm.eps_param] if cfg.scalar_is_row else cfg.eps
 
 
 def transform(cfg: Config, s, rv):

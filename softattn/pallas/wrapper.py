@@ -16,7 +16,8 @@ checked arguments. Steps:
    copies), the output in the inputs' dtype (float32 for the ratio mode in
    low precision: ``_core_bwd`` says why) and the small row arrays.
    Parameter cotangents flow back through the broadcast of step 2, so
-   learnable parameters train.
+   learnable parameters train. Stick-breaking runs ``stick.core`` instead
+   (same contract, its own kernels and carries).
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
    axis and heads over ``model`` when they divide (softattn's mesh axes);
@@ -33,7 +34,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from softattn.modes import MODES
-from softattn.pallas import backward, blocks, forward, streams, tile
+from softattn.pallas import backward, blocks, forward, stick, streams, tile
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
@@ -45,16 +46,19 @@ def unsupported_reason(norm, mask=None, bias=None,
 
   ``params``: the resolved normalizer parameters, when known. The mode's
   scalar (``Normalizer.eps``: an epsilon, or softmax_sink's sink logit) is
-  compiled into the kernels, which have no cotangent for it: an array there
-  (a learnable sink) is refused.
+  compiled into the kernels as a number; an array there is taken only by a
+  mode with a ``scalar_grad`` (``exp_sink``: a learnable sink, read per row,
+  its cotangent from the saved row statistics), refused elsewhere.
   """
-  if norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None:
+  if (norm.mode not in MODES and getattr(norm.stream, "alpha", None) is None
+      and not stick.applies(norm)):
     return (f"normalizer {norm.name!r} has no fused Pallas kernel: its weights "
             f"need the whole sorted or ordered score row (mode "
             f"{norm.mode!r}, streamed in several passes by "
             f"implementation='chunked'); use 'chunked' or {ALTERNATIVES}")
   scalar = (params or {}).get(norm.eps_param) if norm.eps_param else None
-  if isinstance(scalar, (jax.Array, np.ndarray)):
+  if isinstance(scalar, (jax.Array, np.ndarray)) and getattr(
+      MODES.get(norm.mode), "scalar_grad", None) is None:
     return (f"normalizer {norm.name!r}: the fused kernels take "
             f"{norm.eps_param!r} as a number, not an array (a learnable "
             f"{norm.eps_param} needs its gradient); use "
@@ -134,17 +138,8 @@ def _core(cfg, q, k, v, nrow, prow, kmask):
   return _core_fwd(cfg, q, k, v, nrow, prow, kmask)[0]
 
 
-def _rows(cfg, q, k, nrow, prow, kmask):
-  parts = [nrow]
-  if cfg.moments:
-    parts.append(forward.moments(cfg, q, k, kmask))
-  if prow is not None:
-    parts.append(prow)
-  return jnp.concatenate(parts, axis=-1)
-
-
 def _core_fwd(cfg, q, k, v, nrow, prow, kmask):
-  rows = _rows(cfg, q, k, nrow, prow, kmask)
+  rows = forward.rows(cfg, q, k, nrow, prow, kmask)
   out, res = forward.attention(cfg, q, k, v, rows, kmask)
   return out, (q, k, v, nrow, prow, kmask, rows, out, res)
 
@@ -173,7 +168,21 @@ def _core_bwd(cfg, saved, do):
   dk, dv = backward.dk_dv(cfg, *args, drows, kmask)
   n_stats = 2 if cfg.moments else 0  # diff_names = (mean, var)? + params
   dprow = None if prow is None else dcols[..., n_stats:n_stats + prow.shape[-1]]
+  dprow = add_scalar_grad(cfg, prow, dprow, res[..., 0:1], res[..., 1:2], di)
   return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
+
+
+def add_scalar_grad(cfg, prow, dprow, res_a, res_b, di):
+  """``dprow`` with the cotangent of the mode's scalar added to its column
+  when that scalar is a row column (a learnable sink; ``Mode.scalar_grad``).
+  The kernels' own VJP gives it nothing (the transform does not read it):
+  it lives in ``finish``, and the mode derives it per row from the forward's
+  residuals and ``di`` (``[B, H, Lq, 1]`` each), with no extra pass."""
+  if not cfg.scalar_is_row:
+    return dprow
+  i = cfg.param_names.index(cfg.norm.eps_param)
+  col = MODES[cfg.mode].scalar_grad(prow[..., i:i + 1], res_a, res_b, di)
+  return dprow.at[..., i:i + 1].add(col)
 
 
 _core.defvjp(_core_fwd, _core_bwd)
@@ -185,7 +194,8 @@ def _per_shard(cfg, query, key, value, prow, kmask):
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
                           (b, h, lq, 1))
-  out = _core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
+  core = stick.core if stick.applies(cfg.norm) else _core
+  out = core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
   return out.reshape(b, lq, h, cfg.dv).astype(value.dtype)
 
 
@@ -198,19 +208,16 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   ``blocks.block_sizes``. ``interpret``: None picks Mosaic when lowering for
   TPU and the Pallas interpreter elsewhere.
   """
-  if norm.mode not in MODES:  # a threshold stream: passes of pointwise kernels
-    if target_platform() == "gpu":
-      raise ValueError(
-          f"normalizer {norm.name!r} fuses as passes of the TPU kernels only; "
-          f"on GPU use implementation='chunked' (it streams there)")
-    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
-        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
-        interpret)
-    return streams.threshold_attention(attend, query, key, value, norm, p)
   if target_platform() == "gpu":  # the Triton kernels (softattn.pallas.gpu)
     from softattn.pallas import gpu  # noqa: PLC0415
     return gpu.gpu_attention(query, key, value, norm, p, mask, scale, causal,
                              chunk_size, query_chunk_size, interpret)
+  if norm.mode not in MODES and not stick.applies(norm):
+    # a threshold stream: passes of the pointwise kernel
+    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
+        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
+        interpret)
+    return streams.threshold_attention(attend, query, key, value, norm, p)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()

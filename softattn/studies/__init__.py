@@ -18,10 +18,11 @@ top of ``experiments/README.md`` from the committed ``runs.csv`` files.
 
 from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
                                      CONTRADICTED, ERROR, INCONCLUSIVE,
-                                     MIN_PAIRS, NOT_TESTABLE, RULE, WORDS,
-                                     Claim, Metric, Requirement, Verdict,
-                                     judge, judge_all, paper_fraction,
-                                     precondition, unavailable)
+                                     MIN_PAIRS, NOT_TESTABLE, PAPER, RULE,
+                                     SANITY, WORDS, Budget, Claim, Metric,
+                                     Requirement, Verdict, judge, judge_all,
+                                     paper_fraction, precondition,
+                                     unavailable, with_budgets)
 # Models without data (softattn.models.abstract), as the studies use them.
 from softattn.models.abstract import (build_abstract, build_model,
                                       input_shape, param_count)

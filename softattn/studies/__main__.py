@@ -2,7 +2,8 @@
 
 ``summary``: the verdict counts of every study with a committed
 ``runs.csv``, written between the summary markers at the top of
-``DIR/README.md``. ``regenerate``: first every such study's RESULTS.md and
+``DIR/README.md``: the paper's claims counted, the studies' own sanity
+checks (``Claim.kind``) listed apart. ``regenerate``: first every such study's RESULTS.md and
 plots from its ``runs.csv`` alone (what ``report.py --from-csv`` does for
 one study), then the summary: the one command behind every committed
 result."""
@@ -28,19 +29,46 @@ def _studies(experiments: str):
     yield name, study, csv_path if os.path.exists(csv_path) else None
 
 
-def summary_rows(experiments: str, found=None) -> list:
-  """(name, verdicts or None) per study; ``found``: ``_studies``' output,
-  when the caller has loaded the studies already."""
-  return [(name, claims.judge_all(study.claims, runs.read_csv(csv_path))
-           if csv_path else None)
-          for name, study, csv_path in found or _studies(experiments)]
+def summary_rows(experiments: str, found=None, kind: str = claims.PAPER
+                 ) -> list:
+  """(name, verdicts of its ``kind`` claims, or None) per study;
+  ``found``: ``_studies``' output, when the caller has loaded the studies
+  already."""
+  return [(name, claims.of_kind(study.claims, v, kind) if v else None)
+          for name, study, v in _judged(found or _studies(experiments))]
+
+
+def _judged(found) -> list:
+  """(name, Study, verdicts of every claim or None) per study."""
+  return [(name, study, claims.judge_all(study.claims, runs.read_csv(
+      csv_path)) if csv_path else None) for name, study, csv_path in found]
+
+
+def summary_text(experiments: str, found=None) -> str:
+  """The counts of the paper's claims per study, then the sanity checks
+  (not the paper's: what its claims presuppose), one line each."""
+  judged = _judged(found or _studies(experiments))
+  table = render.summary_table(
+      [(name, claims.of_kind(study.claims, v, claims.PAPER) if v else None)
+       for name, study, v in judged])
+  if all(v is None for _, _, v in judged):
+    return table     # no study has data: the table says so
+  checks = [f"`{name}` `{c.id}`: {v[c.id].word}" for name, study, v in judged
+            if v for c in study.claims if c.kind == claims.SANITY]
+  text = "The papers' claims alone, by verdict:\n\n" + table
+  if checks:
+    text += ("\n\nSanity checks (the studies' own, not the papers', so not "
+             "counted above: what a paper claim presupposes, e.g. that a "
+             "model's attention layers matter at all): "
+             + "; ".join(checks) + ".")
+  return text
 
 
 def write_summary(experiments: str, found=None) -> str:
   readme = os.path.join(experiments, "README.md")
   with open(readme, encoding="utf-8") as f:
     text = f.read()
-  table = render.summary_table(summary_rows(experiments, found))
+  table = summary_text(experiments, found)
   with open(readme, "w", encoding="utf-8") as f:
     f.write(render.replace_summary(text, table))
   return readme

@@ -3,13 +3,19 @@
 A study declares each claim of its paper once, as a ``Claim``: which runs
 (``lhs``/``rhs`` selections, or signed ``terms`` for a gap of gaps), which
 metric, the relation the paper states (``>``, ``<``, ``~`` with a margin,
-``all``/``none`` for events such as divergence), and the least budget at
-which our runs can test it (``min_budget``). ``judge`` applies ``RULE``.
+``all``/``none`` for events such as divergence), the training length it is
+judged at, with the paper's wording that puts it there (``budget``,
+declared before the data are read: ``judge`` refuses runs of any other
+length), the settings a general claim covers (``covers``), whether it is
+the paper's or the study's own sanity check (``kind``), and the least
+budget or condition at which our runs can test it (``min_budget``).
+``judge`` applies ``RULE``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -27,13 +33,24 @@ RULE = f"""**Verdict rule** (`softattn.studies.claims.RULE`; the same in every
 study). Runs with the same seed share init and data order, so each claim
 compares settings *paired by seed* (or by the claim's pairing key, e.g.
 depth and seed): per pair, the difference of the metric (or its ratio,
-where the claim is about a ratio).
+where the claim is about a ratio); a claim that pools several settings
+within a seed (depths, widths) averages its pairs to one value per seed
+before the test, as runs of one seed share init and data order.
 
 * **Not testable here** comes first: when the runs are below the claim's
   declared minimum budget (a fraction of the paper's training, or a
   measured condition such as "the attention weights moved from their
   init"), or the setup cannot measure it (data not available offline), the
   reason is printed and no other label is given.
+* **Budget:** each claim is judged at the training length it declares,
+  with the paper's wording for it, before the data are read (see
+  experiments/README.md); runs of any other length are refused.
+* **Covered settings:** a general claim (e.g. "X breaks down", at every
+  depth) names the setting it is judged at and the other settings it
+  covers; when a covered setting gives the opposite label (confirmed
+  against contradicted), the claim is *inconclusive* (mixed), and the
+  words of every covered setting are printed. Events pool the runs of
+  every covered setting.
 * **Minimum evidence:** fewer than {MIN_PAIRS} complete seed pairs is
   *inconclusive*, whatever the numbers. Runs that diverged
   (`kind=nonfinite`) or did not finish are left out of the pairs and named.
@@ -50,7 +67,9 @@ where the claim is about a ratio).
   finished or diverged runs from {MIN_PAIRS}+ seeds (runs of one seed at
   several depths are not independent evidence), *confirmed* when every run agrees
   with the claim, *contradicted* when every run disagrees, *inconclusive*
-  when they are mixed.
+  when they are mixed. A run shorter than the claim's minimum budget that
+  shows the event counts (it happened within the budget); one that does
+  not is censored (left out and named): it could still have happened.
 * **Deterministic quantities** (parameter counts, XLA's compiled memory
   plan: the same in every seed) are compared directly with the claim's
   threshold.
@@ -145,6 +164,31 @@ def paper_fraction(fraction: float, paper_epochs: float, what: str
                      fraction * paper_epochs)
 
 
+def with_budgets(claims: Sequence["Claim"],
+                 table: Sequence[tuple[str, Budget]]) -> list["Claim"]:
+  """``claims``, each given the ``Budget`` of the first ``table`` row
+  whose id pattern (``fnmatch``, e.g. ``"t1.*"``) matches it; a claim that
+  declares its own budget keeps it. A claim no row matches, or a row that
+  matches no claim, is an error: the table is the study's budget
+  declaration, read before its data."""
+  out, used = [], set()
+  for c in claims:
+    if c.budget is not None:
+      out.append(c)
+      continue
+    hits = [i for i, (pat, _) in enumerate(table)
+            if fnmatch.fnmatchcase(c.id, pat)]
+    if not hits:
+      raise ValueError(f"claim {c.id}: no budget row matches it; declare "
+                       "one (with the paper's reason)")
+    used.add(hits[0])
+    out.append(dataclasses.replace(c, budget=table[hits[0]][1]))
+  stale = [pat for i, (pat, _) in enumerate(table) if i not in used]
+  if stale:
+    raise ValueError(f"budget rows that match no claim: {stale}")
+  return out
+
+
 def unavailable(why: str) -> Requirement:
   return Requirement(why)
 
@@ -155,6 +199,26 @@ def precondition(claim_id: str, why: str) -> Requirement:
 
 
 Selection = Mapping[str, Any]
+PAPER, SANITY = "paper", "sanity"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """The training lengths (our runs' ``total_steps``) a claim is judged at,
+  and why: the paper's wording that places the claim in training ("early",
+  "after 100 epochs"), with its section. Declared before the data are
+  read; ``judge`` refuses a run of any other length, so no budget can be
+  chosen after the fact (experiments/README.md states the policy)."""
+  steps: tuple[int, ...]
+  why: str
+
+  def __post_init__(self):
+    if not self.why.strip():
+      raise ValueError("a Budget needs its reason: quote or cite the "
+                       "paper's wording that places the claim in training")
+    if any(int(s) != s or s <= 0 for s in self.steps):
+      raise ValueError(f"Budget steps must be positive step counts; got "
+                       f"{self.steps}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,8 +231,15 @@ class Claim:
   ``contrast="ratio"`` compares ``lhs / rhs`` instead (``target`` then
   defaults to 1). ``terms`` replaces ``lhs``/``rhs`` by a signed sum, e.g.
   a gap of gaps. ``pair_by``: the settings that pair runs (default the
-  seed). ``deterministic``: the metric is the same in every seed (see
-  ``RULE``).
+  seed; pooled settings are averaged to one value per seed).
+  ``deterministic``: the metric is the same in every seed (see ``RULE``).
+  ``budget``: where in training it is judged (``Budget``). ``covers``: a
+  general claim's settings as ``(label, overrides)``, the first (no
+  overrides) the one it is judged at; the overrides replace fields of
+  every selection (e.g. ``{"part": "main", "model.depth": 2}``; see
+  ``at``).
+  ``kind``: ``paper`` (the paper's claim) or ``sanity`` (the study's own
+  check of what a paper claim presupposes; counted apart).
   """
   id: str
   text: str
@@ -186,6 +257,9 @@ class Claim:
   min_budget: tuple[Requirement, ...] = ()
   deterministic: bool = False
   section: str = ""
+  budget: Budget | None = None
+  covers: tuple[tuple[str, Selection], ...] = ()
+  kind: str = PAPER
 
   def __post_init__(self):
     if self.relation not in (">", "<", "~", "all", "none"):
@@ -198,6 +272,32 @@ class Claim:
                        "diff or ratio")
     if self.metric is not None and not self.terms and self.lhs is None:
       raise ValueError(f"claim {self.id}: give lhs (and rhs) or terms")
+    if self.kind not in (PAPER, SANITY):
+      raise ValueError(f"claim {self.id}: kind={self.kind!r}; use "
+                       f"{PAPER!r} or {SANITY!r}")
+    if self.covers and (len(self.covers) < 2 or self.covers[0][1]):
+      raise ValueError(f"claim {self.id}: covers lists the setting it is "
+                       "judged at first, with no overrides, then at least "
+                       "one other")
+
+  def at(self, overrides: Selection) -> "Claim":
+    """The claim at another covered setting: ``overrides`` replace fields
+    of every selection (lhs, rhs, terms); a mapping value maps the
+    selection's own value (``{"part": {"loss": "loss_2ep"}}``), leaving
+    selections without that field or value as they are."""
+    def upd(w):
+      if w is None:
+        return None
+      out = dict(w)
+      for k, v in overrides.items():
+        if not isinstance(v, Mapping):
+          out[k] = v
+        elif k in out and out[k] in v:
+          out[k] = v[out[k]]
+      return out
+    return dataclasses.replace(
+        self, lhs=upd(self.lhs), rhs=upd(self.rhs),
+        terms=tuple((c, upd(w)) for c, w in self.terms), covers=())
 
   @property
   def null(self) -> float:
@@ -223,6 +323,7 @@ class Verdict:
   p: float | None
   n: int
   reason: str
+  budgets: tuple[int, ...] = ()   # the runs' total_steps the rule read
 
 
 def _key(run: Run, pair_by: Sequence[str]) -> tuple:
@@ -244,9 +345,10 @@ def _excluded(runs: Sequence[Run]) -> str:
   return f" Left out: {shown}."
 
 
-def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
-                                                      list[Run]]:
-  """The per-pair contrasts of ``claim`` and the runs left out of them."""
+def _matched(claim: Claim, runs: Sequence[Run]
+             ) -> tuple[list[tuple[tuple, list[Run], list]], list[Run]]:
+  """(pairing key, runs, metric values) of every complete key of
+  ``claim``, and the runs left out of them (unfinished or diverged)."""
   sides = []
   for coef, where in claim.groups():
     by_key: dict[tuple, Run] = {}
@@ -269,36 +371,155 @@ def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
     if any(v is None for v in vals):
       left += [r for r, v in zip(rs, vals) if v is None]
       continue
-    if claim.contrast == "ratio":
-      if len(vals) != 2 or vals[1] == 0:
-        raise ValueError(f"claim {claim.id}: a ratio needs lhs and rhs "
-                         "with rhs != 0")
-      out.append(vals[0] / vals[1])
-    else:
-      out.append(sum(c * v for (c, _), v in zip(sides, vals)))
+    out.append((k, rs, vals))
   return out, left
+
+
+def _contrast(claim: Claim, vals: Sequence[float]) -> float:
+  coefs = [c for c, _ in claim.groups()]
+  if claim.contrast == "ratio":
+    if len(vals) != 2 or vals[1] == 0:
+      raise ValueError(f"claim {claim.id}: a ratio needs lhs and rhs "
+                       "with rhs != 0")
+    return vals[0] / vals[1]
+  return sum(c * v for c, v in zip(coefs, vals))
+
+
+def per_seed(keys: Sequence[tuple], values: Sequence[float],
+             pair_by: Sequence[str]) -> tuple[list[float], int]:
+  """One value per seed: the mean of ``values`` over the pairing keys
+  that share a seed (a claim pooled over depths x seeds has one draw of
+  init and data order per seed, not one per depth), and how many keys
+  were pooled per seed at most (1: nothing pooled)."""
+  if "seed" not in pair_by or len(pair_by) == 1:
+    return list(values), 1
+  i = list(pair_by).index("seed")
+  by_seed: dict[Any, list[float]] = {}
+  for k, v in zip(keys, values):
+    by_seed.setdefault(k[i], []).append(v)
+  return ([float(np.mean(by_seed[s])) for s in sorted(by_seed)],
+          max(len(v) for v in by_seed.values()))
+
+
+def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
+                                                      list[Run]]:
+  """The per-seed contrasts of ``claim`` (``per_seed``: pooled settings
+  averaged within each seed) and the runs left out of them."""
+  matched, left = _matched(claim, runs)
+  vals, _ = per_seed([k for k, _, _ in matched],
+                     [_contrast(claim, v) for _, _, v in matched],
+                     claim.pair_by)
+  return vals, left
 
 
 def _fmt(x: float, digits: int = 3) -> str:
   return f"{x:+.{digits}g}"
 
 
+def _involved(claim: Claim, runs: Sequence[Run]) -> list[Run]:
+  """Every run a selection of ``claim`` (and of each covered setting)
+  picks, once."""
+  if claim.metric is None:
+    return []
+  cs = [claim] + [claim.at(o) for _, o in claim.covers[1:]]
+  seen, out = set(), []
+  for c in cs:
+    for _, w in c.groups():
+      for r in select(runs, w) if w is not None else ():
+        if id(r) not in seen:
+          seen.add(id(r))
+          out.append(r)
+  return out
+
+
+def _check_budget(claim: Claim, used: Sequence[Run]) -> tuple[int, ...]:
+  """The budgets (``total_steps``) of the runs the rule read; refuses a
+  length the claim did not declare."""
+  got = tuple(sorted({int(r.total_steps) for r in used
+                      if r.total_steps is not None}))
+  if claim.budget is not None:
+    extra = [b for b in got if b not in claim.budget.steps]
+    if extra:
+      raise ValueError(
+          f"claim {claim.id}: its runs have {extra} steps, not in its "
+          f"declared budget {claim.budget.steps}; declare the budget (with "
+          "the paper's reason) before reading the data, or narrow the "
+          "selection")
+  return got
+
+
 def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA,
           verdicts: Mapping[str, Verdict] | None = None) -> Verdict:
   """The verdict ``RULE`` gives ``claim`` on ``runs`` (``verdicts``: those
-  of the claims judged before it, for preconditions)."""
-  involved = [r for _, w in claim.groups() if w is not None
-              for r in select(runs, w)] if claim.metric else []
+  of the claims judged before it, for preconditions), at every setting it
+  covers; ``Verdict.budgets`` records the runs' lengths it read."""
+  if not claim.covers:
+    return _judge_setting(claim, runs, alpha, verdicts)
+  if claim.relation in ("all", "none"):
+    v = _judge_setting(claim, runs, alpha, verdicts)
+    if v.word == NOT_TESTABLE:
+      return v
+    return dataclasses.replace(v, reason=f"{_end(v.reason)} Pooled over the "
+                               "settings it covers (runs with the event / "
+                               "finished or diverged): " + "; ".join(
+                                   f"{label}: {_events(claim.at(o), runs)}"
+                                   for label, o in claim.covers) + ".")
+  first = _judge_setting(claim, runs, alpha, verdicts)
+  others = [(label, _judge_setting(claim.at(o), runs, alpha, verdicts))
+            for label, o in claim.covers[1:]]
+  budgets = tuple(sorted(set(first.budgets).union(
+      *[v.budgets for _, v in others])))
+  word = lambda v: v.word + (f" ({_fmt(v.estimate)})"
+                             if v.estimate is not None else "")
+  shown = "; ".join(f"{label}: {word(v)}" for label, v in others)
+  decisive = (CONFIRMED, CONTRADICTED)
+  against = [label for label, v in others if first.word in decisive
+             and v.word in decisive and v.word != first.word]
+  if against:
+    return Verdict(INCONCLUSIVE, first.estimate, first.ci, first.p, first.n,
+                   f"mixed across the settings the claim covers: "
+                   f"{claim.covers[0][0]}: {first.word} ({first.reason}); "
+                   f"{shown}.", budgets)
+  return dataclasses.replace(
+      first, budgets=budgets, reason=f"{_end(first.reason)} Judged at "
+      f"{claim.covers[0][0]}; the other settings it covers: {shown}.")
+
+
+def _judge_setting(claim: Claim, runs: Sequence[Run], alpha: float,
+                   verdicts: Mapping[str, Verdict] | None) -> Verdict:
+  """``judge`` at the claim's own selections (events: with every covered
+  setting's runs pooled)."""
+  event = claim.relation in ("all", "none")
+  # Events pool every covered setting's runs; a difference is judged at
+  # its own selections here (``judge`` takes the covered ones in turn).
+  involved = _involved(claim if event else dataclasses.replace(
+      claim, covers=()), runs)
   for req in claim.min_budget:
+    if event and req.claim is None and req.column is not None and \
+        req.on is None:
+      continue     # events censor short runs instead (_judge_event)
     why = req.unmet(involved if req.on is None else select(runs, req.on),
                     verdicts)
     if why:
       return Verdict(NOT_TESTABLE, None, None, None, 0, why)
-  if claim.relation in ("all", "none"):
+  if event:
     return _judge_event(claim, involved)
-  diffs, left = pairs(claim, runs)
+  matched, left = _matched(claim, runs)
+  budgets = _check_budget(claim, [r for _, rs, _ in matched for r in rs])
+  diffs, pooled = per_seed([k for k, _, _ in matched],
+                           [_contrast(claim, v) for _, _, v in matched],
+                           claim.pair_by)
+  v = _judge_diffs(claim, diffs, pooled, left, alpha)
+  return dataclasses.replace(v, budgets=budgets)
+
+
+def _judge_diffs(claim: Claim, diffs: Sequence[float], pooled: int,
+                 left: Sequence[Run], alpha: float) -> Verdict:
   n = len(diffs)
   note = _excluded(left)
+  if pooled > 1:
+    note = (f" Pairs averaged within each seed (up to {pooled} settings "
+            "per seed) before the test." + note)
   if n == 0:
     return Verdict(INCONCLUSIVE, None, None, None, 0,
                    "no complete pair of finished runs (not run yet)." + note)
@@ -366,25 +587,63 @@ def _judge_fixed(claim: Claim, d: np.ndarray, note: str) -> Verdict:
                  f"deterministic: {why}" + note)
 
 
+def _end(reason: str) -> str:
+  """``reason`` as a sentence (ends with a full stop)."""
+  return reason if reason.endswith(".") else reason + "."
+
+
+def _events(claim: Claim, runs: Sequence[Run]) -> str:
+  """"k/n": runs of ``claim``'s selections with the event, of those
+  finished or diverged."""
+  seen = [v for v in (claim.metric.of(r) for r in _involved(claim, runs)
+                      if r.done or r.diverged) if v is not None]
+  return f"{sum(1 for v in seen if v)}/{len(seen)}"
+
+
+def _short(claim: Claim, run: Run) -> str | None:
+  """Why ``run`` is shorter than a column requirement of the claim (e.g.
+  the "early stages" epochs of a break-down), or None."""
+  for req in claim.min_budget:
+    if req.claim is None and req.column is not None and req.on is None:
+      v = run.value(req.column)
+      if v is not None and v < req.at_least:
+        return req.why
+  return None
+
+
 def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
   seen = [(r, claim.metric.of(r)) for r in runs if r.done or r.diverged]
   seen = [(r, v) for r, v in seen if v is not None]
+  # A short run that shows the event shows it within the budget; one that
+  # does not could still show it later: censored, whichever the claim.
+  censored = [r for r, v in seen if not v and _short(claim, r)]
+  seen = [(r, v) for r, v in seen if v or not _short(claim, r)]
+  budgets = _check_budget(claim, [r for r, _ in seen])
   n = len(seen)
   k = sum(1 for _, v in seen if v)
   seeds = len({r.seed for r, _ in seen})
   note = _excluded([r for r in runs if not (r.done or r.diverged)])
+  if censored:
+    names = "; ".join(f"{r.part}/{r.name}" for r in censored[:3]) + (
+        f"; +{len(censored) - 3} more" if len(censored) > 3 else "")
+    note += (f" Censored ({len(censored)} shorter than the budget without "
+             f"the event): {names}.")
+  if not seen and censored:
+    return Verdict(NOT_TESTABLE, None, None, None, 0,
+                   f"{_short(claim, censored[0])} (every run is shorter, "
+                   f"and none shows the event).")
   what = f"{k}/{n} runs {claim.metric.name}"
   if n < MIN_PAIRS or seeds < MIN_PAIRS:
     return Verdict(INCONCLUSIVE, k / n if n else None, None, None, n,
                    f"{what}; the rule needs runs from {MIN_PAIRS} seeds "
-                   f"(these are from {seeds})." + note)
+                   f"(these are from {seeds})." + note, budgets)
   want = claim.relation == "all"
   if k in (0, n):
     agrees = (k == n) == want
     return Verdict(CONFIRMED if agrees else CONTRADICTED, k / n, None, None,
-                   n, what + "." + note)
+                   n, what + "." + note, budgets)
   return Verdict(INCONCLUSIVE, k / n, None, None, n,
-                 f"{what}: mixed." + note)
+                 f"{what}: mixed." + note, budgets)
 
 
 def judge_all(claims: Sequence[Claim], runs: Sequence[Run]
@@ -397,6 +656,12 @@ def judge_all(claims: Sequence[Claim], runs: Sequence[Run]
   for c in claims:
     out[c.id] = judge(c, runs, verdicts=out)
   return out
+
+
+def of_kind(claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
+            kind: str) -> dict[str, Verdict]:
+  """The verdicts of the claims of one ``kind`` (paper or sanity)."""
+  return {c.id: verdicts[c.id] for c in claims if c.kind == kind}
 
 
 def counts(verdicts: Mapping[str, Verdict]) -> dict[str, int]:
