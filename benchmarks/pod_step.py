@@ -154,6 +154,9 @@ def render(rows: list[dict]) -> str:
           "GFLOP/chip | HBM GB (XLA raw) | ICI GB | bound ms | vs reference |\n"
           "|---|---|---|---|---|---|---|---|---|---|---|")
   lines = [head]
+  # A setting compiled again (at a later commit) replaces its earlier row.
+  rows = list({(r["topology"], r["per_chip"], r["dtype"], r["side"],
+                r.get("implementation")): r for r in rows}.values())
   ref = {(r["topology"], r["per_chip"], r["dtype"]): r for r in rows
          if r["side"] == "reference"}
   order = sorted(rows, key=lambda r: (r["topology"], r["per_chip"], r["dtype"],
@@ -189,6 +192,9 @@ def main():
                   "above 128x128 scores)")
   ap.add_argument("--no_reference", action="store_true")
   ap.add_argument("--out", default="benchmarks/results/pod_step.jsonl")
+  ap.add_argument("--hlo_dir", default=None,
+                  help="also write each side's optimized HLO text there "
+                  "(<side>.hlo.txt, for benchmarks/hlo_diff.py)")
   args = ap.parse_args()
   if args.table:
     with open(args.out) as f:
@@ -199,13 +205,21 @@ def main():
                           capture_output=True, text=True).stdout.strip()
   setting = dict(topology=args.topology, per_chip=args.per_chip,
                  dtype=args.dtype, commit=commit)
-  rows = [] if args.no_reference else [dict(setting, **row(
-      "reference", reference(args.topology, args.per_chip, args.dtype), chip))]
+  def keep(side, prog):
+    if args.hlo_dir and prog.hlo_text:
+      os.makedirs(args.hlo_dir, exist_ok=True)
+      with open(os.path.join(args.hlo_dir, side.replace(" ", "_") +
+                             ".hlo.txt"), "w") as f:
+        f.write(prog.hlo_text)
+    return row(side, prog, chip)
+
+  rows = [] if args.no_reference else [dict(setting, **keep(
+      "reference", reference(args.topology, args.per_chip, args.dtype)))]
   for name in args.normalizers.split(","):
     prog, impl = softattn_step(args.topology, args.per_chip, args.dtype, name,
                                args.implementation)
     rows.append(dict(setting, implementation=impl,
-                     **row(f"softattn {name}", prog, chip)))
+                     **keep(f"softattn {name}", prog)))
   ref = None if args.no_reference else rows[0].get("bound_ms")
   for r in rows:
     if r.get("bound_ms") and ref:

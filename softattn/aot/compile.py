@@ -36,6 +36,7 @@ class Program:
   hbm_traffic: float | None = None      # per chip, bytes (see hbm_source)
   hbm_traffic_source: str = ""
   traffic: collectives.Traffic | None = None  # ICI, from the optimized HLO
+  hlo_text: str = dataclasses.field(default="", repr=False)  # optimized HLO
 
 
 @dataclasses.dataclass
@@ -110,6 +111,7 @@ def compile_program(name: str, jitted, *args, bound: bool = False,
     if bound:
       text = compiled.as_text()  # megabytes for a full model: read once
       prog.traffic = collectives.traffic(text, num_devices)
+      prog.hlo_text = text  # for benchmarks/hlo_diff.py
       prog.hbm_traffic, prog.hbm_traffic_source = hbm_traffic(
           lowered, text, chip, bytes_accessed)
       prog.compile_seconds = time.perf_counter() - t0
