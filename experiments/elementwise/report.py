@@ -1,5 +1,5 @@
 r"""The element-wise attention study (Baco China et al. 2023): probes,
-per-run values, sections, plots.
+per-run values, what RESULTS.md shows.
 
   python experiments/elementwise/report.py --workdir=workdirs/elementwise   # export + report
   python experiments/elementwise/report.py --from-csv experiments/elementwise/runs.csv
@@ -15,7 +15,8 @@ opt-in ``control`` (the VGG control: ``CONTROL=1``); the focus parts
 ``df_10ep`` (D and F at 10 epochs x 3 seeds, paired with ``models_10ep``'s
 B) and ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F). The claims
 (the paper's numbers, metrics, selections, ``CLAIMS``) are data in
-``claims.py``; this module renders them.
+``claims.py``; the prose is ``RESULTS.md.tmpl``, written by hand; this
+module declares, as data, the tables, plots and facts it names.
 
 A run "collapsed" when it diverged (``kind=nonfinite``) or its final test
 accuracy is at chance (< 15 %): the paper's "NaN" rows.
@@ -32,6 +33,7 @@ the ReLUs (``first_steps``, stored in ``runs.csv``).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -39,9 +41,11 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.studies import plots, render, stats
+from softattn.studies import render, stats
 from softattn.studies.claims import (ACCURACY, Claim, Metric, Verdict, judge,
                                      pairs)
+from softattn.studies.plotspec import Curves, Plot, Points
+from softattn.studies.render import Cell, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
@@ -149,10 +153,6 @@ def probe(runs, cache_dir):
       r.probes["first_steps"] = first_steps(r.config, x, y)
 
 
-def _epochs(n):
-  return f"{n:g} epoch" + ("" if n == 1 else "s")
-
-
 def collapse_cell(runs, where):
   rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
   if not rs:
@@ -166,194 +166,34 @@ def collapse_cell(runs, where):
                                   if at else "")
 
 
-# Curves closer than this at every logged step are named "≈ X" in the legend
-# (the engine's plots.curves names only exact copies "= X"): without BN,
-# B, D, F and H differ by ~1e-4 and would otherwise hide one another.
-NEAR = {"accuracy": 0.5, "loss": 0.005}
-TRAIN_LOSS = Metric("final train loss", "final/train_loss", digits=3)
-
-
-def _mark_near(ax, groups, metric, split, scale):
-  """Appends "≈ X" to the legend label of each curve within ``NEAR`` of an
-  earlier one (the closest), and dashes it."""
-  tol = NEAR[metric]
-  # plots.curves draws one line per group with a curve, in order.
-  got = [(lab, plots._mean_curve(rs, metric, split))  # pylint: disable=protected-access
-         for lab, rs in groups.items()]
-  got = [(lab, g[0], g[1] * scale) for lab, g in got if g is not None]
-  for i, line in enumerate(ax.get_lines()[:len(got)]):
-    lab, steps, mean = got[i]
-    gaps = [(float(np.max(np.abs(m - mean))), other)
-            for other, s, m in got[:i] if s.shape == steps.shape
-            and np.allclose(s, steps)]
-    gap, other = min(gaps, default=(np.inf, None))
-    if gap <= tol and " = " not in line.get_label():
-      line.set_label(f"{line.get_label()} ≈ {other}")
-      line.set_linestyle("--")
-
-
-def _steps_label(runs) -> str:
-  """"step (batch 4096; 147 steps = 10 epochs)", from the runs' own
-  declared length."""
-  lengths = sorted({(r.batch_size, r.total_steps, r.epochs) for r in runs
-                    if r.total_steps and r.epochs})
-  text = "; ".join(f"batch {b}; {n} steps = {_epochs(e)}"
-                   for b, n, e in lengths)
-  return f"step ({text})" if text else "step"
-
-
-def plot_curves(path, runs, part, labels, metric, split, ylabel, logy=False,
-                finals=None):
-  """``part``: one part for every label, or a dict label -> part.
-  ``finals``: a Metric for a second panel with each setting's final value
-  (mean ± 95 % CI; for accuracy, settings at chance are left out so the
-  trained ones keep a readable scale), where curves that end close
-  overlap."""
-  fig, axes = plots.subplots(2 if finals else 1, size=(6.6, 4.2))
-  ax = axes[0][0]
-  parts = part if isinstance(part, dict) else dict.fromkeys(labels, part)
-  groups = {lab: list(studies.select(runs, sel(lab, parts[lab])))
-            for lab in labels}
-  scale = 100.0 if metric == "accuracy" else 1.0
-  if not plots.curves(ax, groups, metric, split, scale=scale):
-    plots.pyplot().close(fig)
-    return None
-  _mark_near(ax, groups, metric, split, scale)
-  ax.set_xlabel(_steps_label([r for rs in groups.values() for r in rs]))
-  ax.set_ylabel(ylabel)
-  if logy:
-    ax.set_yscale("log")
-  unit = " points" if metric == "accuracy" else ""
-  # Above the curves (plots.curves stacks them at zorder 3 + i).
-  ax.legend(fontsize=7, loc="best", title=f"≈ X: within {NEAR[metric]:g}"
-            f"{unit} of X at every step", title_fontsize=7).set_zorder(100)
-  ax.grid(alpha=0.3)
-  if finals:
-    ends = {lab: studies.summarize([finals.of(r) for r in rs if r.done])
-            for lab, rs in groups.items()}
-    chance = [lab for lab, e in ends.items() if finals is ACCURACY and e.n
-              and e.mean < 15.0]
-    right = axes[0][1]
-    plots.points(right, {lab: e for lab, e in ends.items()
-                         if lab not in chance})
-    right.set_ylabel(f"{finals.name} (mean ± 95 % CI)")
-    right.set_xlabel("setting")
-    right.set_title("at the end" + (f"; at chance, not shown: "
-                                    f"{', '.join(chance)}" if chance else ""),
-                    fontsize=7)
-    right.grid(alpha=0.3)
-  return plots.save(fig, path)
-
-
-def no_skip_reading(runs) -> str:
-  """Why B without skip sits at chance, from the runs' own gradient norms
-  and the ``first_steps`` probe stored in runs.csv."""
-  rs = [r for r in studies.select(runs, sel(
-      "B, no skip, separate optimizers", "separate_10ep")) if r.done]
-  if not rs or not all(COLLAPSED.of(r) for r in rs):
-    return ""
-  zero = all(r.value("value/layer_grads_zero") for r in rs)
-  text = (f"**Reading.** B without skip sits at chance in all {len(rs)} "
-          "seeds at 10 epochs; " + (
-              "its attention layers' gradient norm is exactly 0 at every "
-              "logged step, so they never train." if zero else
-              "its layers' gradients are not all zero."))
-  probe_rows = next((r.probes["first_steps"] for r in rs
-                     if "first_steps" in r.probes), None)
-  if probe_rows:
-    init, one = probe_rows[0], probe_rows[1]
-    text += (" `first_steps` (fresh init of the same config, full-batch "
-             "steps on 4,096 training images): at init " + ", ".join(
-                 f"{100 * init['alive'][k]:.1f} % of {k}'s ReLU outputs "
-                 "are > 0" for k in sorted(init["alive"])) +
-             "; after one Adam step " + ", ".join(
-                 f"{100 * one['alive'][k]:.1f} %" for k in
-                 sorted(one["alive"])) +
-             f" (layer gradient norm {one['grad_norm_layers']:.2g})" + (
-                 ": a ReLU with no positive output gets no gradient to "
-                 "recover" if min(one["alive"].values()) == 0 else "") +
-             ". The paper trains this setting to 82.13 %; what in its code "
-             "avoids this is not stated.")
-  return text
-
-
-_CIFAR_COUNTS: dict[str, int] = {}
-
-
-def cifar_params() -> dict[str, int]:
-  """Our parameter counts of the paper's CIFAR-10 models, from their
-  declared configs (``jax.eval_shape``; no data, no run)."""
+@functools.cache
+def cifar_count(label) -> int:
+  """Our parameter count of the paper's CIFAR-10 model ``label``, from its
+  declared config (``jax.eval_shape``; no data, no run)."""
   from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
-  for lab, (_, args) in PAPER_CIFAR_PARAMS.items():
-    if lab not in _CIFAR_COUNTS:
-      cfg = declaration.load(f"{SPEC}:{args}").runs[0].config
-      _CIFAR_COUNTS[lab] = studies.param_count(
-          studies.build_abstract(cfg)[1])
-  return dict(_CIFAR_COUNTS)
+  cfg = declaration.load(f"{SPEC}:{PAPER_CIFAR_PARAMS[label][1]}").runs[0]
+  return studies.param_count(studies.build_abstract(cfg.config)[1])
 
 
-def params_section(runs) -> str:
-  prm = {lab: (PAPER_PARAMS[lab], next(
-      (r.value("value/params") for r in studies.select(runs, sel(lab))
-       if r.value("value/params")), None))
-         for lab in [*LABELS, "single head"] if lab in PAPER_PARAMS}
-  prm.update({lab: (PAPER_CIFAR_PARAMS[lab][0], n)
-              for lab, n in cifar_params().items()})
-  return ("## Parameter counts\n\nCIFAR-10 rows: counted from the declared "
-          "configs (`sweep.py:scale=full,dataset=cifar10`), not run.\n\n" +
-          render.md_table(
-              ["model", "paper", "ours", "ours - paper"],
-              [[lab, f"{pp:,}", f"{int(p):,}" if p else "-",
-                ("exact" if p == pp else f"{int(p) - pp:+,}") if p else "-"]
-               for lab, (pp, p) in prm.items()]))
+def _our_count(runs, label) -> int | None:
+  """From ``label``'s runs (Fashion-MNIST), or its declared config (the
+  CIFAR-10 rows, not run)."""
+  if label in PAPER_CIFAR_PARAMS:
+    return cifar_count(label)
+  p = next((r.value("value/params") for r in studies.select(runs, sel(label))
+            if r.value("value/params")), None)
+  return int(p) if p else None
 
 
-def table1_section(runs) -> str:
-  acc = lambda where: render.cell(runs, where, ACCURACY)
-  paper = lambda lab, i: ("-" if lab not in PAPER_T1 else "NaN"
-                          if PAPER_T1[lab][i] is None else PAPER_T1[lab][i])
-  layer_cell = lambda lab, col, **kw: "-" if lab == NOATTN else \
-      render.cell(runs, sel(lab), Metric("", col, digits=kw.pop(
-          "digits", 3)), **kw)
-  return (
-      "## Table 1 analog (Fashion-MNIST), test accuracy %\n\nPaper: 10 "
-      "epochs, single runs. Ours: "
-      f"{_design(runs, 'models', {'model.skip': True})} (`models`; the "
-      f"control {_design(runs, 'control')}, opt-in), and "
-      f"{_ten_epoch_design(runs)}. {NOATTN}: the same recipe with no "
-      "attention layer (the Dense head on the pixels; `noattn`, "
-      "`noattn_10ep`). Grad avg: the paper's "
-      "mean first-layer gradient, recomputed at each run's final "
-      "checkpoint; moved: relative change of the attention weights from "
-      "their init.\n\n" + render.md_table(
-          ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
-           "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 "
-           "epochs)", "grad avg (1 epoch)", "moved (1 epoch)"],
-          [[lab, paper(lab, 1), paper(lab, 2), acc(sel(lab)),
-            collapse_cell(runs, sel(lab)),
-            acc(sel(lab, TEN_EPOCHS[lab])) if lab in TEN_EPOCHS else "-",
-            collapse_cell(runs, sel(lab, TEN_EPOCHS[lab]))
-            if lab in TEN_EPOCHS else "-",
-            layer_cell(lab, "value/grad_avg", digits=2, sci=True),
-            layer_cell(lab, "value/attn_moved")]
-           for lab in LABELS]))
+def _params_row(label):
+  paper = (PAPER_CIFAR_PARAMS[label][0] if label in PAPER_CIFAR_PARAMS
+           else PAPER_PARAMS[label])
 
-
-def time_section(runs) -> str:
-  mins = lambda lab, part: render.cell(runs, sel(lab, part), Metric(
-      "", "core_seconds", 1 / 60, digits=1))
-  return ("## Training time\n\nPaper: minutes for 10 epochs on a Tesla T4. "
-          "Ours: CPU core-minutes per run (XLA:CPU, 2 cores shared by "
-          "`--parallel=2` runs, so wall time is not comparable between "
-          "runs). Ratios: per seed, the run's core-seconds over B's of "
-          "the same seed (mean ± 95 % CI).\n\n" + render.md_table(
-              ["model", "paper min", "paper / B", "ours 10 epochs",
-               "ours / B (10 epochs)", "ours 1 epoch"],
-              [[lab, PAPER_MINUTES[lab],
-                f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
-                mins(lab, TEN_EPOCHS[lab]) if lab in TEN_EPOCHS else "-",
-                _ratio_cell(runs, lab), mins(lab, "models")]
-               for lab in PAPER_MINUTES]))
+  def diff(runs):
+    p = _our_count(runs, label)
+    return "-" if not p else "exact" if p == paper else f"{p - paper:+,}"
+  return (label, [f"{paper:,}", lambda runs: f"{p:,}" if (
+      p := _our_count(runs, label)) else "-", diff])
 
 
 def _time_ratio(runs, v) -> stats.Summary:
@@ -362,47 +202,109 @@ def _time_ratio(runs, v) -> stats.Summary:
   return studies.summarize(pairs(claim, runs)[0])
 
 
-def _ratio_cell(runs, lab) -> str:
-  if lab == "B" or lab not in TEN_EPOCHS or lab not in PAPER_MINUTES:
+def _ratio_cell(lab):
+  if lab == "B" or lab not in TEN_EPOCHS:
     return "-"
-  r = _time_ratio(runs, lab)
-  return "-" if r.mean is None else (
-      f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half else "") +
-      f" (n={r.n})")
+
+  def text(runs):
+    r = _time_ratio(runs, lab)
+    return "-" if r.mean is None else (
+        f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half else "") +
+        f" (n={r.n})")
+  return text
 
 
-def sections(runs, verdicts, out):
-  table = lambda section: render.claims_of(section, CLAIMS, verdicts)
-  acc = lambda where: render.cell(runs, where, ACCURACY)
-  sanity = ("### Does the attention branch matter?\n\nThe \"~ B\" claims "
-            "below presuppose that B, D and F are more than their Dense "
-            "head; these sanity claims test it against the attention-free "
-            "baseline, and gate the \"~ B\" claims.")
-  app = ("## Appendix analogs (Fashion-MNIST)\n\n" + render.md_table(
-      ["setting", "paper", "ours 1 epoch", "collapsed", "ours 10 epochs",
-       "collapsed (10 epochs)"],
-      [[lab, PAPER_APPENDIX[lab], acc(sel(lab)), collapse_cell(runs,
-                                                               sel(lab)),
-        acc(sel(lab, "separate_10ep")) if "no skip, separate" in lab
-        else "-", collapse_cell(runs, sel(lab, "separate_10ep"))
-        if "no skip, separate" in lab else "-"]
-       for lab in PAPER_APPENDIX]) + "\n\n" + no_skip_reading(runs))
-  one_epoch = [*"ABCDEFGH", NOATTN]
-  files = [
-      plot_curves(os.path.join(out, "accuracy.png"), runs, "models",
-                  one_epoch, "accuracy", "train",
-                  "train accuracy % (mean, 95 % band)", finals=ACCURACY),
-      plot_curves(os.path.join(out, "loss.png"), runs, "models",
-                  one_epoch, "loss", "train", "train loss", logy=True,
-                  finals=TRAIN_LOSS),
-      plot_curves(os.path.join(out, "accuracy_10ep.png"), runs, TEN_EPOCHS,
-                  list(TEN_EPOCHS), "accuracy", "eval",
-                  "test accuracy % (mean, 95 % band)", finals=ACCURACY)]
-  plots_sec = "## Plots\n\n" + "\n".join(
-      render.image(f, os.path.basename(f)) for f in files if f)
-  return ([params_section(runs), table("params"), table1_section(runs),
-           sanity, table("sanity"), table("t1"), app, table("app"),
-           time_section(runs), table("time"), plots_sec], files)
+def _paper_t1(lab, i):
+  return ("-" if lab not in PAPER_T1 else "NaN" if PAPER_T1[lab][i] is None
+          else PAPER_T1[lab][i])
+
+
+def _ten(lab, what):
+  """A 10-epoch cell of ``lab`` ("-" where it has no 10-epoch part)."""
+  if lab not in TEN_EPOCHS:
+    return "-"
+  where = sel(lab, TEN_EPOCHS[lab])
+  return Cell(where, ACCURACY) if what == "acc" else \
+      (lambda runs: collapse_cell(runs, where))
+
+
+def _layer(lab, column, **fmt):
+  return "-" if lab == NOATTN else Cell(
+      sel(lab), Metric("", column, digits=fmt.pop("digits", 3)), fmt)
+
+
+MINUTES = Metric("", "core_seconds", 1 / 60, digits=1)
+
+TABLES = {
+    "params": Table(["model", "paper", "ours", "ours - paper"], [
+        _params_row(lab) for lab in [*LABELS, "single head",
+                                     *PAPER_CIFAR_PARAMS]
+        if lab in PAPER_PARAMS or lab in PAPER_CIFAR_PARAMS]),
+    "t1": Table(
+        ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
+         "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 epochs)",
+         "grad avg (1 epoch)", "moved (1 epoch)"],
+        [(lab, [_paper_t1(lab, 1), _paper_t1(lab, 2),
+                Cell(sel(lab), ACCURACY),
+                lambda runs, w=sel(lab): collapse_cell(runs, w),
+                _ten(lab, "acc"), _ten(lab, "collapsed"),
+                _layer(lab, "value/grad_avg", digits=2, sci=True),
+                _layer(lab, "value/attn_moved")]) for lab in LABELS]),
+    "app": Table(
+        ["setting", "paper", "ours 1 epoch", "collapsed", "ours 10 epochs",
+         "collapsed (10 epochs)"],
+        [(lab, [PAPER_APPENDIX[lab], Cell(sel(lab), ACCURACY),
+                lambda runs, w=sel(lab): collapse_cell(runs, w),
+                _ten(lab, "acc"), _ten(lab, "collapsed")])
+         for lab in PAPER_APPENDIX]),
+    "time": Table(
+        ["model", "paper min", "paper / B", "ours 10 epochs",
+         "ours / B (10 epochs)", "ours 1 epoch"],
+        [(lab, [PAPER_MINUTES[lab],
+                f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
+                Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES)
+                if lab in TEN_EPOCHS else "-", _ratio_cell(lab),
+                Cell(sel(lab, "models"), MINUTES)])
+         for lab in PAPER_MINUTES]),
+}
+
+TRAIN_LOSS = Metric("final train loss", "final/train_loss", digits=3)
+ONE_EPOCH = [*"ABCDEFGH", NOATTN]
+
+
+def _curves_plot(title, parts, metric, split, ylabel, finals, logy=False,
+                 ends_without=()):
+  """Each setting's mean training curve, and its final value per seed
+  (where curves that end close overlap); ``ends_without``: settings left
+  out of the end panel (at chance: they would squash the trained ones'
+  scale; the appendix table counts them)."""
+  ends = [(lab, part) for lab, part in parts.items()
+          if lab not in ends_without]
+  return Plot(title, [
+      Curves(title, ylabel, {lab: (sel(lab, part), metric)
+                             for lab, part in parts.items()},
+             split=split, scale=100.0 if metric == "accuracy" else 1.0,
+             logy=logy),
+      Points("at the end" + "".join(f"; not shown (at chance): {lab}"
+                                    for lab in ends_without),
+             finals, "setting", {lab: [(float(i), sel(lab, part))]
+                                 for i, (lab, part) in enumerate(ends)},
+             dodge=0.0, xticks=tuple(float(i) for i in range(len(ends))))],
+              size=(6.6, 4.2))
+
+
+PLOTS = {
+    "accuracy": _curves_plot(
+        "train accuracy, 1 epoch", dict.fromkeys(ONE_EPOCH, "models"),
+        "accuracy", "train", "train accuracy % (mean, 95 % band)", ACCURACY),
+    "loss": _curves_plot(
+        "train loss, 1 epoch", dict.fromkeys(ONE_EPOCH, "models"), "loss",
+        "train", "train loss", TRAIN_LOSS, logy=True),
+    "accuracy_10ep": _curves_plot(
+        "test accuracy, 10 epochs", TEN_EPOCHS, "accuracy", "eval",
+        "test accuracy % (mean, 95 % band)", ACCURACY,
+        ends_without=("B, no skip, separate optimizers",)),
+}
 
 
 def _design(runs, part, where=None) -> str:
@@ -410,7 +312,7 @@ def _design(runs, part, where=None) -> str:
   return render.design(runs, {"part": part, **(where or {})}, length="epochs")
 
 
-def _ten_epoch_design(runs) -> str:
+def _ten_epoch_design(runs, _=None) -> str:
   """"10 epochs x 3 seeds for A-C (`models_10ep`), D and F (`df_10ep`)":
   Table 1's 10-epoch models grouped by part, parts grouped by design."""
   parts: dict[str, list[str]] = {}
@@ -427,27 +329,12 @@ def _ten_epoch_design(runs) -> str:
                    for d, groups in designs.items())
 
 
-def _minutes(runs, where) -> str:
-  """Measured CPU core-minutes of the runs ``where`` selects (runs.csv)."""
-  got = [r.core_seconds for r in studies.select(runs, where)
+def _minutes(runs, _) -> str:
+  """Measured CPU core-minutes of the control runs (runs.csv)."""
+  got = [r.core_seconds for r in studies.select(runs, {"part": "control"})
          if r.done and r.core_seconds]
   return (f"{sum(got) / 60:.0f} CPU core-minutes for {len(got)} run(s)"
           if got else "no finished run in runs.csv")
-
-
-def setting(runs):
-  return (
-      "the paper's recipe (batch 4096, Adam 1e-3, N(0, 0.02) init) on "
-      "Fashion-MNIST: A-H and the single-head model for "
-      f"{_design(runs, 'models', {'model.skip': True})}, B without skip "
-      f"for {_design(runs, 'models', {'model.skip': False})}; "
-      f"{_ten_epoch_design(runs)}; B without skip on separate optimizers "
-      f"for {_design(runs, 'separate_10ep')}; the attention-free baseline "
-      f"(no attention layer) for {_design(runs, 'noattn')} and "
-      f"{_design(runs, 'noattn_10ep')}; the VGG control "
-      f"({_design(runs, 'control')}, opt-in with `CONTROL=1`: "
-      f"{_minutes(runs, {'part': 'control'})}). Full scale: "
-      "`experiments/elementwise/sweep.py:part=<p>,scale=full`.")
 
 
 def _vs_noattn(runs, label, part) -> Verdict:
@@ -458,101 +345,72 @@ def _vs_noattn(runs, label, part) -> Verdict:
                      sel(NOATTN, noattn), ">"), runs)
 
 
-def inert_bullet(runs, verdicts) -> str | None:
-  """What the attention branch does without BN: the no-BN models against
-  the attention-free baseline at 1 epoch (largest paired gap) and at 10
-  (the sanity claims), and A/C/E against it."""
+def _gap(runs, _) -> str:
+  """The largest |no-BN model - attention-free| of a seed pair at 1 epoch."""
   gaps = [abs(d) for v in "BDFH" for d in pairs(Claim(
       "_", "", "", "", ACCURACY, sel(v), sel(NOATTN)), runs)[0]]
-  sanity = {v: verdicts[f"sanity.{v}_beats_noattn"] for v in "BDF"}
-  if not gaps or any(s.estimate is None for s in sanity.values()):
-    return None
-  ten = "; ".join(f"{v} {render.estimate(s)} ({s.word})"
-                  for v, s in sanity.items())
-  same = ", ".join(f"`{c}` {verdicts[c].word}" for c in (
-      "t1.heads_no_help", "t1.layers_no_help"))
-  beat = ("they beat it" if all(s.word == studies.CONFIRMED for s in
-                                sanity.values()) else "against it")
-  equal = ("the gain is the same for 8 or 16 heads and 2 or 4 layers "
-           if all(verdicts[c].word == studies.CONFIRMED for c in (
-               "t1.heads_no_help", "t1.layers_no_help")) else "")
-  bn = "; ".join(f"{v} {render.estimate(_vs_noattn(runs, v, TEN_EPOCHS[v]))}"
-                 for v in "ACE")
-  hw = 28   # Fashion-MNIST's 28 x 28 images
-  return (
-      "Without BN the attention branch barely changes the output: each "
-      "head is x * softmax_row * softmax_col, and with weights near their "
-      f"N(0, 0.02) init each softmax of {hw} near-equal entries is "
-      f"~1/{hw}, so a head is ~x / {hw * hw} and after the conv the branch "
-      "is a tiny fraction of the skip path. At 1 epoch B, D, F and H end "
-      f"within {max(gaps):.2g} points of the attention-free baseline (the "
-      "same recipe with no attention layer: a linear classifier on the "
-      f"pixels) in every seed pair. At 10 epochs {beat}, by points: "
-      f"{ten}; {equal}({same}, gated on the sanity claims). "
-      + _branch_text(verdicts.get("sanity.B_branch_matters")) +
-      " BN \"helps\" (A, C, E vs B, D, F) where its relevance "
-      "BatchNorm rescales the relevance to O(1), so the branch is no "
-      "longer ~x / 784: against the attention-free baseline at 10 epochs, "
-      f"{bn} points.")
+  return f"{max(gaps):.2g}" if gaps else "?"
 
 
-def _branch_text(v) -> str:
-  """What removing B's attention branch did to its accuracy (the probe)."""
-  if v is None or v.estimate is None:
-    return ("Whether that gain comes from the attention branch or from the "
-            "layers' other nonlinearity (the ReLU after the conv's learned "
-            "bias) is not measured in these runs.")
-  if v.word == studies.CONFIRMED:
-    return (f"Removing B's attention branch costs {render.estimate(v)} "
-            "points, so the attention carries that gain.")
-  return (f"Removing B's attention branch (conv kernels zeroed, biases kept) "
-          f"changes its accuracy by {render.estimate(v)} points "
-          f"({v.word} against the {BRANCH_MIN:g}-point bar): the gain comes "
-          "from the layers' other nonlinearity (the ReLU after the conv's "
-          "learned bias, a threshold on the pixels), not from attention, "
-          "so settings that differ only in their attention agree by "
-          "construction.")
+def _bn_vs_noattn(runs, _) -> str:
+  """"A +3.74 [+3.16, +4.31]; ...": the BN models against the
+  attention-free baseline at 10 epochs."""
+  return "; ".join(f"{v} {render.estimate(_vs_noattn(runs, v, TEN_EPOCHS[v]))}"
+                   for v in "ACE")
 
 
-def regime(runs, verdicts):
-  short = _design(runs, "models", {"model.skip": True}).split(" x ")[0]
-  out = [f"A train step of batch 4096 takes seconds on this CPU, so most "
-         f"settings train for {short} (the paper: 10 epochs): by the rule, "
-         "Table 1's end-point claims are not testable on them; only "
-         "settings also run for 10 epochs can get a verdict on those "
-         "claims."]
-  inert = inert_bullet(runs, verdicts)
-  if inert:
-    out.append(inert)
-  against = [pair for cid, pair in (("t1.bn_hurts_2layers", "A vs B"),
-                                    ("t1.bn_hurts_2layers.CD", "C vs D"))
-             if getattr(verdicts.get(cid), "word", None) ==
-             studies.CONTRADICTED]
-  if against:
-    four = verdicts.get("t1.bn_hurts_4layers.EF")
-    four_text = (f" At 4 layers (E vs F) the paper's direction is "
-                 f"{four.word} ({render.estimate(four)} points)."
-                 if four is not None and four.estimate is not None else "")
-    out.append(
-        f"At 10 epochs BatchNorm at 2 layers beats its no-BN twin ("
-        f"{', '.join(against)}, contradicted): the opposite of the paper's "
-        "NaN rows, which it attributes to BN followed by ReLU losing "
-        "information (its Figs. 4-6). Collapses are counted per run in the "
-        "Table 1 section." + four_text)
-  times = {v: _time_ratio(runs, v) for v in TEN_EPOCHS
-           if v in PAPER_MINUTES and v != "B"}
-  times = {v: t for v, t in times.items() if t.mean is not None}
-  if times:
-    out.append(
-        "Training times are CPU core-seconds on XLA:CPU, the paper's are "
-        "minutes on a T4 GPU, so the time claims are not testable here; "
-        "core-seconds also depend on how many runs shared the 2 cores, so "
-        "our ratios to B at 10 epochs are a rough description: " + "; ".join(
-            f"{v} {t.mean:.3g} (paper "
-            f"{PAPER_MINUTES[v] / PAPER_MINUTES['B']:.3g})"
-            for v, t in times.items()) + ".")
-  return out
+def _times(runs, _) -> str:
+  """"A 1.21 (paper 1); ...": our core-second ratios to B at 10 epochs."""
+  got = {v: _time_ratio(runs, v) for v in TEN_EPOCHS
+         if v in PAPER_MINUTES and v != "B"}
+  return "; ".join(f"{v} {t.mean:.3g} (paper "
+                   f"{PAPER_MINUTES[v] / PAPER_MINUTES['B']:.3g})"
+                   for v, t in got.items() if t.mean is not None) or "none"
 
+
+NOSKIP = sel("B, no skip, separate optimizers", "separate_10ep")
+
+
+def _noskip_zero(runs, _) -> str:
+  """"3 of 3": seeds of B without skip at 10 epochs whose attention
+  layers' gradient norm is exactly 0 at every logged step."""
+  rs = [r for r in studies.select(runs, NOSKIP) if r.done]
+  return f"{sum(bool(r.value('value/layer_grads_zero')) for r in rs)} of " \
+      f"{len(rs)}"
+
+
+def _first_steps(runs, _) -> str:
+  """The ``first_steps`` probe (stored in runs.csv): the share of each
+  layer's ReLU outputs > 0 at init and after one Adam step."""
+  rows = next((r.probes["first_steps"] for r in studies.select(runs, NOSKIP)
+               if "first_steps" in r.probes), None)
+  if not rows:
+    return "not probed (export with probes)"
+  init, one = rows[0], rows[1]
+  return ("at init " + ", ".join(
+      f"{100 * init['alive'][k]:.1f} % of {k}'s ReLU outputs are > 0"
+      for k in sorted(init["alive"])) + "; after one Adam step " +
+          ", ".join(f"{100 * one['alive'][k]:.1f} %"
+                    for k in sorted(one["alive"])) +
+          f" (layer gradient norm {one['grad_norm_layers']:.2g})")
+
+
+FACTS = {
+    "models": lambda runs, _: _design(runs, "models", {"model.skip": True}),
+    "models_noskip": lambda runs, _: _design(runs, "models",
+                                             {"model.skip": False}),
+    "ten_epochs": _ten_epoch_design,
+    "separate_10ep": lambda runs, _: _design(runs, "separate_10ep"),
+    "noattn": lambda runs, _: _design(runs, "noattn"),
+    "noattn_10ep": lambda runs, _: _design(runs, "noattn_10ep"),
+    "control": lambda runs, _: _design(runs, "control"),
+    "control_minutes": _minutes,
+    "short": lambda runs, _: _design(runs, "models", {
+        "model.skip": True}).split(" x ")[0],
+    "gap": _gap, "bn_vs_noattn": _bn_vs_noattn, "times": _times,
+    "noskip_zero": _noskip_zero, "first_steps": _first_steps,
+    "branch_min": lambda runs, _: f"{BRANCH_MIN:g}",
+}
 
 STUDY = studies.Study(
     name="elementwise",
@@ -564,8 +422,8 @@ STUDY = studies.Study(
             "first_layer_grad": first_layer_grad,
             "layer_grads_zero": layer_grads_zero, "params": params},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
-    probe=probe, claims=CLAIMS, sections=sections, setting=setting,
-    regime=regime)
+    probe=probe, claims=CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
+    tables=TABLES, plots=PLOTS, facts=FACTS)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,7 @@ CPU on claims more seeds or a longer budget can settle), what each run
 record keeps (``fields``, ``values``, ``series``, checkpoint ``probe``),
 the claims, and what RESULTS.md shows: a hand-written ``template``
 (``softattn.studies.template``) with the ``tables`` (``render.Table``),
-``plots`` (``plotspec.Plot``) and ``facts`` it names, or (the older form,
-elementwise) Python ``sections`` / ``setting`` / ``regime``. Then
+``plots`` (``plotspec.Plot``) and ``facts`` it names. Then
 
   python experiments/<study>/report.py --workdir=workdirs/<study>
       # reads the runs, writes <out>/runs.csv, renders from that file
@@ -41,11 +40,6 @@ class Study:
   spec: str
   parts: Mapping[str, str]
   claims: Sequence[Claim]
-  sections: Callable[[Sequence[Run], Mapping[str, Verdict], str],
-                     tuple[list, list]] | None = None
-  setting: Callable[[Sequence[Run]], str] | None = None
-  regime: Callable[[Sequence[Run], Mapping[str, Verdict]],
-                   list[str]] | None = None
   focus: Mapping[str, str] = dataclasses.field(default_factory=dict)
   optional: Mapping[str, str] = dataclasses.field(default_factory=dict)
   fields: Sequence[str] = ()
@@ -53,9 +47,9 @@ class Study:
       dataclasses.field(default_factory=dict)
   series: Sequence[str] = ()
   probe: Callable[[Sequence[Run], str], None] | None = None
-  # A templated study (in place of sections / setting / regime): the
-  # hand-written RESULTS.md template, the tables, plots and facts it names.
-  template: str | None = None
+  # The hand-written RESULTS.md template, the tables, plots and facts it
+  # names.
+  template: str = ""
   tables: Mapping[str, render.Table] = dataclasses.field(default_factory=dict)
   plots: Mapping[str, plotspec.Plot] = dataclasses.field(default_factory=dict)
   facts: Mapping[str, Callable[[Sequence[Run], Mapping[str, Verdict]],
@@ -116,25 +110,14 @@ def report(study: Study, csv_path: str, out: str, *,
   paths.makedirs(out)
   rel = f"experiments/{study.name}/{study.csv_name}"
   command = f"python experiments/{study.name}/report.py --from-csv {rel}"
-  if study.template:
-    files = {k: _plot(study, k, runs, out) for k in study.plots}
-    path = render.from_template(
-        paths.join(out, "RESULTS.md"), study.template, data=rel,
-        command=command, runs=runs, claims=study.claims, verdicts=ver,
-        tables=study.tables, images={
-            k: render.image(f, study.plots[k].title)
-            for k, f in files.items()},
-        facts={k: f(runs, ver) for k, f in study.facts.items()},
-        check=check)
-    return [path] + [f for f in files.values() if f]
-  sections, files = study.sections(runs, ver, out)
-  path = render.results(
-      paths.join(out, "RESULTS.md"), title=study.title,
-      command=command, data=rel, paper=study.paper,
-      setting=study.setting(runs),
-      regime=study.regime(runs, ver), runs=runs, claims=study.claims,
-      verdicts=ver, sections=sections)
-  return [path] + [f for f in files if f]
+  files = {k: _plot(study, k, runs, out) for k in study.plots}
+  path = render.from_template(
+      paths.join(out, "RESULTS.md"), study.template, data=rel,
+      command=command, runs=runs, claims=study.claims, verdicts=ver,
+      tables=study.tables, images={
+          k: render.image(f, study.plots[k].title) for k, f in files.items()},
+      facts={k: f(runs, ver) for k, f in study.facts.items()}, check=check)
+  return [path] + [f for f in files.values() if f]
 
 
 def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
