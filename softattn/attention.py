@@ -162,7 +162,10 @@ def dot_product_attention(
       (``{"w": w}`` for ``normsoftmax_learnable``); may be traced arrays.
     mask: boolean, broadcastable to ``[batch, heads, q_len, k_len]``; False
       keys get weight exactly 0 and do not count in ``n``/mean/std.
-    bias: additive score bias, broadcastable like ``mask``.
+    bias: additive score bias, broadcastable like ``mask``. Drop keys with
+      ``mask``, not a ``-inf`` bias: on the dense path a row whose every
+      score is ``-inf`` gives NaN softmax weights (as ``jax.nn.softmax``),
+      while a fully masked row gives zeros.
     scale: score scale; default ``normalizer.default_scale`` or, if that is
       None, ``1/sqrt(head_dim)`` (NormSoftmax family: 1, as the paper).
     is_causal: apply a causal mask (computed per block, never materialised by
