@@ -211,6 +211,7 @@ def from_template(path: str, template_path: str, *, data: str,
                   facts: Mapping[str, str], check: bool = True) -> str:
   """Writes RESULTS.md from a hand-written template (see
   ``softattn.studies.template``), then the claims no table showed."""
+  # Here, not at the top: template imports this module.
   from softattn.studies import template  # pylint: disable=g-import-not-at-top
   text = paths.read_text(template_path)
   if text is None:

@@ -34,6 +34,7 @@ import re
 from typing import Callable, Mapping, Sequence
 
 from softattn.studies import claims as claims_lib
+from softattn.studies import render
 from softattn.studies.claims import Claim, Verdict
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::([^{}]*))?\}\}")
@@ -89,7 +90,6 @@ def _p(ctx: Context, cid: str) -> str:
 
 
 def _estimate(ctx: Context, cid: str) -> str:
-  from softattn.studies import render  # pylint: disable=g-import-not-at-top
   v = _verdict(ctx, cid)
   if v.estimate is None and not ctx.check:
     return "no estimate"
@@ -108,7 +108,6 @@ def _result(ctx: Context, cid: str) -> str:
 
 
 def _verdicts(ctx: Context, section: str) -> str:
-  from softattn.studies import render  # pylint: disable=g-import-not-at-top
   sections = {c.section for c in ctx.claims if c.section}
   _pick("section", section.strip(), dict.fromkeys(sections))
   return render.claims_table([c for c in ctx.claims
