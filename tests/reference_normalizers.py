@@ -79,10 +79,15 @@ def _stablemax(x):
 
 
 def _lssa(x, power, kappa):
-  # softplus(kappa log(n) x)^power over the row's n keys; logaddexp(0, .)
-  # is softplus without overflow.
-  g = np.logaddexp(0.0, kappa * math.log(len(x)) * x) ** power
-  return g / g.sum()
+  # softplus(kappa log(n) x)^power over the row's n keys, normalised in log
+  # space: softplus underflows for every key of a row of large negative
+  # scores. log softplus(y) = log(logaddexp(0, y)) while that is finite, and
+  # y - e^y/2 (its expansion, error ~e^{2y}) below y = -30.
+  y = kappa * math.log(len(x)) * x
+  with np.errstate(divide="ignore"):
+    log_sp = np.where(y > -30, np.log(np.logaddexp(0.0, np.maximum(y, -30))),
+                      y - np.exp(np.minimum(y, -30)) / 2)
+  return _softmax(power * log_sp)
 
 
 def _laplace(x, mu=math.sqrt(0.5), sigma=math.sqrt(1 / (4 * math.pi)),
@@ -129,8 +134,8 @@ REFS = {
     "stablemax": lambda x, eps=0.0: _stablemax(x),
     "consmax": lambda x, beta, denom, max_exponent=80.0: np.exp(
         np.minimum(x - beta, max_exponent)) / denom,
-    "lssa": lambda x, power=1.0, kappa=1.0, eps=0.0: _lssa(x, power, kappa),
-    "lssar": lambda x, power, kappa=1.0, eps=0.0: _lssa(x, power, kappa),
+    "lssa": lambda x, power=1.0, kappa=1.0: _lssa(x, power, kappa),
+    "lssar": lambda x, power, kappa=1.0: _lssa(x, power, kappa),
     "laplace": _laplace,
     "polynomial": lambda x, p=3: x ** p / math.sqrt(len(x)),
 }

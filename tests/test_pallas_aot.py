@@ -60,6 +60,9 @@ EXTRA = {
            # The exp_sink and signed_exp modes (their own kernel code).
            dict(length=1024, normalizer="softmax_1", key_mask=True),
            dict(length=1024, normalizer="cog", causal=True),
+           # LSSA's log-softplus (log1p, log, doubled wheres) with the
+           # row count n under a causal mask.
+           dict(length=1024, normalizer="lssa", causal=True),
            # entmax15's passes ([z - tau]_+^2 and its Newton sums), as
            # sparsemax's on v5e, on the smallest VMEM.
            dict(b=4, h=4, length=256, normalizer="entmax15", causal=True),

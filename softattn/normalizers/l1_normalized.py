@@ -1,8 +1,13 @@
 """``w = g(s) / sum g(s)`` with a positive ``g`` other than ``exp``: StableMax and
 length-scaled softplus attention (LSSA, and its re-weighted form LSSAR).
 
-All are ``ratio`` mode: no running max is needed (``g`` grows at most
-polynomially), so they stream with plain sums of ``g v`` and ``g``.
+StableMax is ``ratio`` mode: ``g`` grows at most linearly and decays as
+``1/|s|``, so plain sums of ``g v`` and ``g`` stream it. LSSA's ``g =
+softplus(.)^p`` decays as ``e^{p y}``: it underflows to 0 for every key of a
+row of negative scores (``y < -104`` in float32, ``-745`` in float64), which
+would leave a ``0/0`` row. So LSSA is written as ``softmax(p log softplus(y))``
+(``exp`` mode, streamed with a running max): the same weights, exact at any
+score size.
 """
 
 import jax
@@ -36,9 +41,28 @@ stablemax = Normalizer(
     """)
 
 
-def _softplus_power(s, stats, *, power, kappa, eps):
+def log_softplus(y):
+  """``log(softplus(y))``, finite for every finite ``y``.
+
+  For ``y < 0``, ``softplus(y) = e^y r`` with ``r = log1p(e^y) / e^y`` in
+  ``(log 2, 1]``, so ``log softplus(y) = y + log r``; when ``e^y`` is tiny
+  (or has underflowed, where ``log1p(e)/e`` is ``0/0``) ``r`` is its series
+  ``1 - e/2 + e^2/3``, whose first dropped term is below ``e^3/4``.
+  Both ``where``s are doubled so the branch not taken is never
+  differentiated at a point where it is undefined.
+  """
+  neg = y < 0
+  e = jnp.exp(jnp.where(neg, y, 0.0))
+  small = e < 1e-4
+  e_big = jnp.where(small, 1.0, e)
+  r = jnp.where(small, 1.0 - e / 2 + e * e / 3, jnp.log1p(e_big) / e_big)
+  pos = jnp.log(jax.nn.softplus(jnp.where(neg, 0.0, y)))
+  return jnp.where(neg, jnp.where(neg, y, 0.0) + jnp.log(r), pos)
+
+
+def _log_softplus_power(s, stats, *, power, kappa):
   n = jnp.maximum(stats.n, 1.0)
-  return jax.nn.softplus(kappa * jnp.log(n) * s) ** power
+  return power * log_softplus(kappa * jnp.log(n) * s)
 
 
 _LSSA_DOC = r"""(Gao, Spratling & Gionfrida, arXiv 2501.13428).
@@ -65,30 +89,29 @@ _LSSA_DOC = r"""(Gao, Spratling & Gionfrida, arXiv 2501.13428).
     also keeps ``1/sqrt(d)`` on the scores is attention's ``scale`` (default
     ``1/sqrt(d)``; pass ``scale=1.0`` to drop it). The re-weighting is read
     as a plain power of the weights, re-normalised, which equals ``g^power /
-    sum g^power`` and so still streams in one pass (mode ``ratio``); an
+    sum g^power`` and so still streams in one pass (``softmax(power log
+    softplus(.))``, see the module docstring); an
     offset or ReLU before the power, if the paper has one, is not modelled.
 """
 
 lssa = Normalizer(
-    name="lssa", mode="ratio", needs="count",
-    defaults=dict(power=1.0, kappa=1.0, eps=0.0), transform=_softplus_power,
-    eps_param="eps",
+    name="lssa", mode="exp", needs="count",
+    defaults=dict(power=1.0, kappa=1.0), transform=_log_softplus_power,
     domains=dict(power=Domain(lo=0.0, lo_open=True, hi=16.0),
-                 kappa=POSITIVE, eps=EPS),
+                 kappa=POSITIVE),
     formula="`g/Σg`, g = softplus(κ·log n·s)^p, κ = p = 1 (*inferred* form)",
     source="Gao et al. 2025, arXiv 2501.13428",
     doc="Length-scaled softplus attention, LSSA " + _LSSA_DOC + r"""
-    ``power`` defaults to 1 (plain LSSA); ``softplus > 0``, so no eps is
-    needed (default 0).
+    ``power`` defaults to 1 (plain LSSA).
     """)
 
 lssar = Normalizer(
-    name="lssar", mode="ratio", needs="count",
-    defaults=dict(power=REQUIRED, kappa=1.0, eps=0.0),
-    transform=_softplus_power, eps_param="eps",
+    name="lssar", mode="exp", needs="count",
+    defaults=dict(power=REQUIRED, kappa=1.0),
+    transform=_log_softplus_power,
     domains=dict(power=Domain(lo=1.0, hi=16.0,
                               note="the re-weighting sharpens"),
-                 kappa=POSITIVE, eps=EPS),
+                 kappa=POSITIVE),
     formula="`g/Σg`, g = softplus(κ·log n·s)^p, p > 1 given (*inferred* form)",
     source="Gao et al. 2025, arXiv 2501.13428",
     doc="LSSA with re-weighting, LSSAR " + _LSSA_DOC + r"""
