@@ -337,20 +337,23 @@ def test_periodic_from_csv(tmp_path):
             c.relation in ("all", "none")]
   assert len(bd_ids) == 8
   for cid in bd_ids:
-    if ".prenorm_still_breaks." in cid:   # only in `main`, 0.32 epoch
+    if ".prenorm_still_breaks." in cid:
       continue
     # Broken runs count at every depth (3 + 9); stable ones only where a
     # full epoch ran (the 1-epoch part, and `depth4_long` for bd.stable).
     n_runs = {"bd.prenorm_siren_trains": 3}.get(cid, 12)
     assert v[cid].word == studies.CONFIRMED and v[cid].n == n_runs, cid
-  # prenorm(sin_max_constant) never breaks in `main`: every run censored.
+  # prenorm(sin_max_constant) never breaks: its 3 one-epoch runs contradict
+  # the claim, the 9 `main` runs (0.32 epoch) are censored.
   nt = v["bd.prenorm_still_breaks.sin_max_constant"]
-  assert nt.word == studies.NOT_TESTABLE and "early stages" in nt.reason
-  # prenorm(cos_max) breaks in seed 0 only: 3 runs of one seed count, the
-  # other seeds' runs are censored, and one seed is not enough.
+  assert nt.word == studies.CONTRADICTED and nt.n == 3
+  assert "0/3 runs" in nt.reason and "Censored (9" in nt.reason
+  # prenorm(cos_max) breaks in seed 0 only: its 4 runs (1 epoch and 3
+  # depths) count, seeds 1-2 at 1 epoch do not break, their `main` runs
+  # are censored: mixed.
   one = v["bd.prenorm_still_breaks.cos_max"]
-  assert one.word == studies.INCONCLUSIVE and one.n == 3
-  assert "these are from 1" in one.reason and "Censored (6" in one.reason
+  assert one.word == studies.INCONCLUSIVE and one.n == 6
+  assert "4/6 runs" in one.reason and "Censored (6" in one.reason
   # A part shorter than an epoch shows a break-down but cannot rule one out.
   short = [dataclasses.replace(r, epochs=0.5) if r.part == "breakdown_1ep"
            else r for r in runs]
@@ -363,8 +366,9 @@ def test_periodic_from_csv(tmp_path):
   v1 = studies.study.verdicts(study, runs)
   assert v1["bd.prenorm_still_breaks.sin_max_constant"].word == \
       studies.CONTRADICTED
+  assert v1["bd.prenorm_still_breaks.sin_max_constant"].n == 12
   assert v1["bd.prenorm_still_breaks.cos_max"].word == studies.INCONCLUSIVE
-  assert "3/9" in v1["bd.prenorm_still_breaks.cos_max"].reason
+  assert "4/12" in v1["bd.prenorm_still_breaks.cos_max"].reason
   # Per-depth pre-normalization claims follow Table 2's cells (norm version
   # ahead at depth 4 only); Sec. 4's "decrease slightly" is one pooled claim.
   for n in ("sin_softmax", "sin2_max_shifted"):

@@ -170,10 +170,10 @@ def _claims() -> list[Claim]:
       # optimized by pre-normalization": their norm versions break down too
       # (Table 2 omits them).
       *[Claim(f"bd.prenorm_still_breaks.{n}", f"{pre(n)} breaks down too "
-              "(`main` only: not run for an epoch here, CPU budget)",
-              "Sec. 4 text", "\"cannot be optimized by pre-normalization\"",
-              BROKE, sel(pre(n)), relation="all", min_budget=(EARLY_STAGES,),
-              section="bd")
+              f"({BD_WHERE})", "Sec. 4 text",
+              "\"cannot be optimized by pre-normalization\"", BROKE,
+              sel(pre(n), part=BD_PART), relation="all",
+              min_budget=(EARLY_STAGES,), covers=BD_COVERS, section="bd")
         for n in ("cos_max", "sin_max_constant")],
       Claim("bd.siren_max", f"siren_max breaks down ({BD_WHERE})",
             "Table 2", "breaks down", BROKE, sel("siren_max", part=BD_PART),

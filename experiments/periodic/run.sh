@@ -6,8 +6,10 @@
 # softmax, sin_softmax, sin2_max_shifted at depth 4 for 1500 steps x 3 seeds
 # (9 runs, about 15 minutes, measured); focus part `breakdown_1ep`: the
 # break-down and stability claims at depth 1 for 1 epoch (938 steps) x 3
-# seeds (21 runs, 13 run-minutes, 9 minutes with --parallel=2, measured
-# 2026-11-24). Then runs.csv, RESULTS.md and the plots in
+# seeds (27 runs, 22 run-minutes; measured: 21 runs in 9 minutes with
+# --parallel=2 on 2026-11-24, the 6 prenorm(cos_max) and
+# prenorm(sin_max_constant) runs in 11 minutes with --parallel=1 on
+# 2026-11-26). Then runs.csv, RESULTS.md and the plots in
 # experiments/periodic/ (or $OUT). FOCUS=focus / FOCUS=base: one set only.
 #
 #   bash experiments/periodic/run.sh                   # everything

@@ -55,9 +55,11 @@ declares it as the ``depth4_long`` focus part; ``run.sh`` runs it):
 the budget, 9 runs, 26 run-minutes of wall time in ``runs.csv``, about 15
 minutes with ``--parallel=2`` (measured); and ``subset=breakdown,steps=938``
 (1 epoch of Fashion-MNIST at batch 64, the least reading of the paper's
-"early stages") -- the break-down and stability claims, 21 runs at depth
-1 (``breakdown_1ep``), 13 run-minutes of wall time, 9 minutes with
-``--parallel=2`` (measured).
+"early stages") -- the break-down and stability claims, 27 runs at depth
+1 (``breakdown_1ep``), 22 run-minutes of wall time (measured: 21 runs in
+9 minutes with ``--parallel=2``; the 6 prenorm(cos_max) and
+prenorm(sin_max_constant) runs added later in 11 minutes with
+``--parallel=1``, 8.5 run-minutes, another training sharing the cores).
 """
 
 from ml_collections import config_dict
@@ -72,9 +74,11 @@ BREAKDOWN = ["sin_max_constant", "cos_max", "sin2_max"]
 BREAKDOWN_PRENORM = ["prenorm(sin_max_constant)", "prenorm(cos_max)"]
 FOCUS = ["softmax", "sin_softmax", "sin2_max_shifted"]
 # Break-downs "in the early stages" need a full epoch: the Table 2 caption's
-# three, siren_max and its norm version, and the two that should not break.
+# three, siren_max and its norm version, Sec. 4's two norm versions, and the
+# two that should not break.
 BREAKDOWN_1EP = ["sin_max_constant", "cos_max", "sin2_max", "siren_max",
-                 "prenorm(siren_max)", "softmax", "sin_softmax"]
+                 "prenorm(siren_max)", *BREAKDOWN_PRENORM, "softmax",
+                 "sin_softmax"]
 # Readings of the paper's "random rotation 90°" (full scale only).
 ROTATIONS = {"uniform": "random_rotate(90)|", "rot90": "random_rot90|",
              "none": ""}
