@@ -392,6 +392,9 @@ def test_pooled_settings_are_averaged_to_one_value_per_seed():
                                              "greater"))
   assert "averaged within each seed (up to 3 settings" in v.reason
   assert C.pairs(c, runs)[0] == pytest.approx([1.0, -0.5, 1.2])
+  # A pooled claim none of whose settings has run yet says so.
+  nothing = studies.judge(c, [])
+  assert nothing.word == C.INCONCLUSIVE and "not run yet" in nothing.reason
 
 
 def test_a_budget_not_declared_is_refused_and_the_read_one_recorded():

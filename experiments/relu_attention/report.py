@@ -26,7 +26,8 @@ study, relu_n, sel, tag = claims.study, claims.relu_n, claims.sel, claims.tag
 FOCUS, SETTINGS, FLOPS, CORE_S = (claims.FOCUS, claims.SETTINGS,
                                   claims.FLOPS, claims.CORE_S)
 GATED = (("softmax", "softmax"), ("relu/n", relu_n(1.0)),
-         ("relu (alpha 0)", relu_n(0.0)))
+         ("relu (alpha 0)", relu_n(0.0)), ("relu2/n", relu_n(1.0, "relu2")),
+         ("relu2 (alpha 0)", relu_n(0.0, "relu2")))
 
 
 def train_flops(run):
@@ -126,7 +127,8 @@ def _spread(runs, _):
 
 def _grid(runs, _):
   """The alpha of each curve's best accuracy in the one-seed grid (seed 0),
-  per setting of the main part."""
+  per setting of the main part; a curve with alphas not run yet names the
+  ones it is the best of."""
   out = []
   for label, part, size in SETTINGS:
     if part != "main":
@@ -137,9 +139,30 @@ def _grid(runs, _):
           r for r in studies.select(runs, sel(relu_n(a, h), size, part))
           if r.seed == 0 and r.done])}
       if acc:
-        best.append(f"{h} {max(acc, key=acc.get):g}")
+        part_of = "" if len(acc) == len(study.ALPHAS) else \
+            f" (of alpha {', '.join(f'{a:g}' for a in acc)})"
+        best.append(f"{h} {max(acc, key=acc.get):g}{part_of}")
     out.append(f"{label}: {', '.join(best)}")
   return "; ".join(out)
+
+
+def _relu6_gap(runs, _):
+  """The largest |relu6 - relu| accuracy gap, in points, over the runs of
+  relu6 that have a relu run of the same size, alpha and seed, and their
+  number: how far apart the two non-linearities train here."""
+  gaps = []
+  for r in runs:
+    n = r.get("model.normalizer") or ""
+    if not (r.done and n.endswith("act=relu6)")):
+      continue
+    twin = [o for o in studies.select(runs, {
+        "part": r.part, "model.normalizer": n.replace("relu6)", "relu)"),
+        "model.width": r.get("model.width"), "model.gated": False,
+        "model.qk_layernorm": True}) if o.seed == r.seed and o.done]
+    if twin:
+      gaps.append(abs(ACCURACY.of(r) - ACCURACY.of(twin[0])))
+  return render.NOT_RUN if not gaps else \
+      f"{max(gaps):.2f} points ({len(gaps)} pairs)"
 
 
 def _gate_ratio(runs, _):
@@ -150,7 +173,7 @@ def _gate_ratio(runs, _):
 
 FACTS = {
     "minutes": _minutes, "spread": _spread, "grid": _grid,
-    "gate_ratio": _gate_ratio,
+    "gate_ratio": _gate_ratio, "relu6_gap": _relu6_gap,
     "main_steps": lambda runs, _: render.steps(runs, {"part": "main"}),
     "focus_steps": lambda runs, _: render.steps(runs, {"part": FOCUS}),
     "epochs": lambda runs, _: render.epoch_range(runs),

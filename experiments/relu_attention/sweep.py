@@ -5,16 +5,17 @@ Transformers", arXiv 2309.08586.
 Setup as below. Runs (all with qk-LayerNorm unless said):
 
 * Fig. 2: alpha in {0, 0.25, 0.5, 0.75, 1} x h in {relu, relu2, gelu,
-  softplus, identity, sigmoid} (``relu_seqlen(alpha=a, act=h)``) and
-  ``softmax``, at two model sizes, seed 0;
+  softplus, identity, sigmoid, relu6} (``relu_seqlen(alpha=a, act=h)``,
+  the caption's set) and ``softmax``, at two model sizes, seed 0;
 * extra seeds 1, 2 for softmax and for relu and identity at alpha 0, 0.5
   and 1 (``SEEDED``) at both sizes, so that the main comparisons -- alpha,
   "removing the activation hurts", relu/n vs softmax -- have 3 seeds; and
   for the other activations at alpha 1 (``AT_ALPHA_1``), so that Fig. 2's
   "no clear best non-linearity at alpha ~ 1" has 3 seeds too;
-* Fig. 3: without qk-LayerNorm, softmax and relu/n, small size, 3 seeds;
-* Fig. 4: with the gated attention unit, relu at alpha 0 and 1, small size,
+* Fig. 3: without qk-LayerNorm, softmax, relu/n and relu2/n, small size,
   3 seeds;
+* Fig. 4: with the gated attention unit, relu and relu2 (the figure's two)
+  at alpha 0 and 1, small size, 3 seeds;
 * every run logs XLA's FLOPs per train step and its CPU core-seconds
   (``status.json``) for the accuracy-vs-compute plot, and a 10-shot linear
   probe on frozen pre-logits at the end (``config.fewshot``).
@@ -24,17 +25,23 @@ Scales:
 * ``scale=full``: big_vision's i21k ViT recipe (``configs/i21k_vit.py``:
   30 epochs, batch 4096, Adam with bf16 first moment, lr 1e-3, wd 1e-4,
   10k warmup, cosine, clip 1, sigmoid xent, head bias -10, qk-LN on) for
-  S/32 and S/16, h in the paper's set incl. relu6, 1 seed. i1k accuracy
+  S/32 and S/16, h in the paper's set, 1 seed. i1k accuracy
   of i21k models and the 8-dataset 10-shot probe need those datasets
   prepared (see docs/data.md) and are configured in ``configs/i21k_vit.py``.
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST, ViT patch 4 (49
   tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
   on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws):
-  118 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
-  small size): 96 run-minutes of wall time, ~52 minutes on 2 cores with
-  ``--parallel=2`` (measured 2026-11-23/24), much of it per-run
-  compilation.
+  141 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
+  small size). 118 of them (all but relu6 and the relu2 ablations): 96
+  run-minutes of wall time, ~52 minutes on 2 cores with ``--parallel=2``
+  (measured 2026-11-23/24), much of it per-run compilation; the relu6 and
+  relu2-ablation runs, added 2026-11-26: 20 of their 23 runs, 22
+  run-minutes of wall time, ~29 minutes elapsed with ``--parallel=1``
+  beside other jobs on the 2 cores (measured); relu6 at alpha 0, 0.25 and
+  0.75 on the medium model (seed 0, grid points no claim reads) are left
+  to ``run.sh`` (CPU budget; ~3 run-minutes, estimated from the medium
+  runs' 62 s each).
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
@@ -48,15 +55,14 @@ declares it as the ``medium_1000`` focus part; ``run.sh`` runs it):
 ``subset=focus,steps=1000`` -- the medium model at 5x the budget, 21 runs,
 35 minutes with ``--parallel=2`` (measured 2026-11-23). The extra seeds
 (``SEEDED`` and ``AT_ALPHA_1`` at 3 seeds on both sizes) are part of the
-118 main runs.
+141 main runs.
 """
 
 from softattn import configlib
 from softattn.sweep import declaration, grid
 
 ALPHAS = [0.0, 0.25, 0.5, 0.75, 1.0]
-ACTS = ["relu", "relu2", "gelu", "softplus", "identity", "sigmoid"]
-FULL_ACTS = ACTS + ["relu6"]
+ACTS = ["relu", "relu2", "gelu", "softplus", "identity", "sigmoid", "relu6"]
 # (width, depth, mlp_dim, heads) of the reduced sizes; full: variants.
 SIZES = {"small": (32, 2, 128, 2), "medium": (64, 2, 256, 4)}
 FULL_VARIANTS = ["S/32", "S/16"]
@@ -125,11 +131,10 @@ def _sizes(a, names=None):
 
 def get_sweep(arg=None):
   a = _arg(arg)
-  acts = FULL_ACTS if a.scale == "full" else ACTS
   if a.subset == "focus":
     return grid.product(_sizes(a, ["medium"]), grid.sweep(
         "model.normalizer", SEEDED), grid.sweep("seed", list(range(a.seeds))))
-  norms = ["softmax"] + [relu_n(al, h) for h in acts for al in ALPHAS]
+  norms = ["softmax"] + [relu_n(al, h) for h in ACTS for al in ALPHAS]
   fig2 = grid.product(_sizes(a), grid.sweep("model.normalizer", norms),
                       grid.fixed("seed", 0))
   if a.scale == "full":
@@ -139,10 +144,10 @@ def get_sweep(arg=None):
   extra = grid.product(_sizes(a), grid.sweep("model.normalizer",
                                              SEEDED + AT_ALPHA_1), more)
   small = _sizes(a, ["small"])
-  no_qkln = grid.product(small, grid.sweep("model.normalizer",
-                                           ["softmax", relu_n(1.0)]),
+  no_qkln = grid.product(small, grid.sweep("model.normalizer", [
+      "softmax", relu_n(1.0), relu_n(1.0, "relu2")]),
                          grid.fixed("model.qk_layernorm", False), all_seeds)
-  gated = grid.product(small, grid.sweep("model.normalizer",
-                                         [relu_n(0.0), relu_n(1.0)]),
+  gated = grid.product(small, grid.sweep("model.normalizer", [
+      relu_n(a, h) for h in ("relu", "relu2") for a in (0.0, 1.0)]),
                        grid.fixed("model.gated", True), all_seeds)
   return grid.chain(fig2, extra, no_qkln, gated)

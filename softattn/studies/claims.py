@@ -398,7 +398,7 @@ def per_seed(keys: Sequence[tuple], values: Sequence[float],
   for k, v in zip(keys, values):
     by_seed.setdefault(k[i], []).append(v)
   return ([float(np.mean(by_seed[s])) for s in sorted(by_seed)],
-          max(len(v) for v in by_seed.values()))
+          max((len(v) for v in by_seed.values()), default=1))
 
 
 def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
