@@ -116,9 +116,16 @@ def _compute_dtype(x):
 
 
 def _scores(query, key, scale):
-  s = jnp.einsum("bqhd,bkhd->bhqk", query, key,
-                 preferred_element_type=_compute_dtype(query))
-  return s * scale
+  # The scale goes on the query, as in flax's dot_product_attention: a
+  # multiply on the [B, H, Lq, Lk] scores made XLA:TPU sum exp(s - max) in a
+  # fusion of its own, one more pass over the scores per layer (0.49 GB of
+  # a ViT-B/16 step's 15.1 GB at 16 images per v5e chip; benchmarks/README.md,
+  # "The pod step against a plain one"). The product is rounded once per
+  # element from float32, so a scale that bf16 cannot hold is not rounded
+  # itself.
+  q = (query.astype(_compute_dtype(query)) * scale).astype(query.dtype)
+  return jnp.einsum("bqhd,bkhd->bhqk", q, key,
+                    preferred_element_type=_compute_dtype(query))
 
 
 def _dense(query, key, value, norm, p, mask, bias, scale, causal):
