@@ -348,6 +348,34 @@ def _minutes(runs, _) -> str:
           if got else "no finished run in runs.csv")
 
 
+def _per_step(runs, where) -> list[float]:
+  """CPU core-seconds per train step of the finished runs ``where``."""
+  got = (claims.CPU_PER_STEP.of(r) for r in studies.select(runs, where)
+         if r.done)
+  return [v for v in got if v is not None]
+
+
+def _control_step(runs, _) -> str:
+  """"1 train step x 3 seeds, 480-520 CPU core-seconds per step": the
+  control's timing runs (``control_step``)."""
+  where = sel("control", claims.CONTROL_STEP)
+  per = _per_step(runs, where)
+  if not per:
+    return "no finished run in runs.csv"
+  steps = "/".join(str(s) for s in sorted(
+      {int(r.step) for r in studies.select(runs, where) if r.done}))
+  return (f"{steps} train step x {len(per)} seeds, {min(per):.0f}-"
+          f"{max(per):.0f} CPU core-seconds per step")
+
+
+def _attention_per_step(runs, _) -> str:
+  """"2.9-14": the range of the attention models' (A-H, 1 and 10 epochs)
+  CPU core-seconds per train step."""
+  per = [v for lab in "ABCDEFGH" for part in {"models", TEN_EPOCHS.get(
+      lab, "models")} for v in _per_step(runs, sel(lab, part))]
+  return f"{min(per):.2g}-{max(per):.2g}" if per else "?"
+
+
 def _vs_noattn(runs, label, part) -> Verdict:
   """``label`` - attention-free, paired by seed (the rule's estimate and
   interval; not a declared claim)."""
@@ -416,6 +444,8 @@ FACTS = {
     "noattn_10ep": lambda runs, _: _design(runs, "noattn_10ep"),
     "control": lambda runs, _: _design(runs, "control"),
     "control_minutes": _minutes,
+    "control_step": _control_step,
+    "attention_per_step": _attention_per_step,
     "short": lambda runs, _: _design(runs, "models", {
         "model.skip": True}).split(" x ")[0],
     "gap": _gap, "bn_vs_noattn": _bn_vs_noattn, "times": _times,
