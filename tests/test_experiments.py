@@ -611,6 +611,8 @@ def test_elementwise_from_csv(tmp_path):
     run.metrics["value/params"] = 33_084.0 if v == "B" else 50_000.0
     if run.part == "control":
       run.metrics["value/params"] = 929_510.0
+    if run.part == "control_step":    # 1 step: ~45x F's per-step cost
+      run.core_seconds = 400.0 + run.seed
     if not skip:        # dead at chance, zero layer gradients
       acc = 0.10
       run.metrics["value/layer_grads_zero"] = 1.0
@@ -704,7 +706,20 @@ def test_elementwise_from_csv(tmp_path):
   report = studies.load_module(os.path.join(EXP, "elementwise", "report.py"))
   assert report._time_ratio(runs, "C").mean == pytest.approx(2.0)
   assert report._time_ratio(runs, "D").mean == pytest.approx(1.4)
-  for cid in ("time.faster_than_control", "cifar.params",
+  # "Faster training": the control's 1-step runs per step against F's
+  # 10-epoch runs (1300 / 147 core-seconds a step), and every other
+  # attention model covered; G and H have no core-seconds here: no pair.
+  fast = v["time.faster_than_control"]
+  assert fast.word == studies.CONFIRMED and fast.n == 3
+  assert fast.estimate == pytest.approx(400 / (1300 / 147), rel=0.02)
+  assert fast.budgets == (1, 147) and "G, 1 epoch: inconclusive" in \
+      fast.reason
+  # The 1-step control runs feed no accuracy claim (those read
+  # part=control, gated at 10 epochs).
+  for c in study.claims:
+    if c.id != "time.faster_than_control":
+      assert "control_step" not in repr((c.lhs, c.rhs, c.terms)), c.id
+  for cid in ("cifar.params",
               "concl.lr01_collapses", "t1.head_outputs_range"):
     assert v[cid].word == studies.NOT_TESTABLE and v[cid].reason, cid
   # C (83 %) beats D (80.2 %) over 3 seeds: BN does not hurt here, and the

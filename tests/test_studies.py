@@ -201,6 +201,30 @@ def test_gap_of_gaps_ratio_and_deterministic_claims():
         run("a", 0, 0.5)])
 
 
+def test_per_step_metric_compares_runs_of_different_lengths():
+  # a: 1 step of 300 core-seconds; b: 150 steps of 6 core-seconds each.
+  runs = [dataclasses.replace(run("a", s, 0.5, step=1), core_seconds=300.0
+                              + s) for s in range(3)] + [
+      dataclasses.replace(run("b", s, 0.8, step=150), core_seconds=900.0)
+      for s in range(3)]
+  runs.append(dataclasses.replace(run("b", 3, 0.8, step=0),
+                                  core_seconds=5.0))
+  per = studies.Metric("core-s per step", "core_seconds", per="step")
+  assert per.of(runs[0]) == pytest.approx(300.0)
+  assert per.of(runs[3]) == pytest.approx(6.0)
+  assert per.of(runs[-1]) is None          # no step: no rate, not inf
+  total = dataclasses.replace(per, per=None)
+  assert total.of(runs[3]) == pytest.approx(900.0)
+  slower = studies.Claim("t", "a is 2x slower per step", "T", "-", per,
+                         lhs={"part": "a"}, rhs={"part": "b"},
+                         contrast="ratio", target=2.0)
+  v = studies.judge(slower, runs)
+  assert v.word == C.CONFIRMED and v.estimate == pytest.approx(50.0, 0.01)
+  # The runs' totals would say the opposite (300 < 900 core-seconds).
+  assert studies.judge(dataclasses.replace(slower, metric=total),
+                       runs).word == C.CONTRADICTED
+
+
 def test_merge_keeps_committed_runs_the_workdir_lacks():
   # A fresh machine's workdir holds only the newly run "b-1"; the committed
   # file has "a-0" and a stale "a-1" the workdir has since rerun.

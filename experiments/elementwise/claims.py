@@ -76,6 +76,21 @@ X_STD = Metric("std of the first head's x weights", "value/x_w_std",
 # (--parallel=2), so a run's wall time depends on what ran beside it (C's
 # seed 2 took ~55 % of its seeds 0-1's wall time at equal core-seconds).
 CPU_TIME = Metric("CPU core-seconds of the run", "core_seconds", digits=3)
+# The same per train step, for runs of different lengths: a run's total
+# (compilation, data loading and evaluations included) over its steps.
+CPU_PER_STEP = Metric("CPU core-seconds per train step (run total / steps)",
+                      "core_seconds", digits=3, per="step")
+# The control's timing part (report.py's focus part): 1 step x 3 seeds, the
+# paper's batch and recipe. Its runs are 1 step into training, so only the
+# timing claim selects them (the control's accuracy claims read
+# part=control, gated at 10 epochs).
+CONTROL_STEP = "control_step"
+# A 1-step run's core-seconds also hold its compilation and one test-set
+# evaluation (10,000 images forward: ~0.8 of a 4096-image train step, as a
+# forward pass is about a third of a train step), which the attention runs
+# amortise over 15-147 steps: so ours overstates the control's per-step cost
+# by up to ~2x, and "faster" needs a ratio above that.
+CONTROL_OVERHEAD = 2.0
 END = paper_fraction(1.0, 10, "Table 1 compares end points after 10 epochs")
 # Models not run at 10 epochs here (G, H): the same budget, and why.
 END_NOT_RUN = Requirement("not run here at the paper's 10 epochs (CPU "
@@ -116,7 +131,7 @@ def needs_attention(*models) -> tuple[Requirement, ...]:
 def sel(label, part="models"):
   """Selection of a setting by its Table 1 / appendix label."""
   if label == "control":
-    return {"part": "control"}
+    return {"part": "control" if part == "models" else part}
   if label == NOATTN:
     return {"part": {"models": "noattn", "models_10ep": "noattn_10ep"}.get(
         part, part), "model.layers": 0}
@@ -362,14 +377,32 @@ def _claims() -> list[Claim]:
             min_budget=(unavailable(
                 "not run here (CPU budget): no run of B with lr 0.1 on "
                 "every weight is declared"),), section="app"),
-      Claim("time.faster_than_control", "the attention models train faster "
-            "than the control", "Conclusion", "\"faster training\"", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): the control is opt-in "
-                "(`CONTROL=1`) and runs.csv has no finished control run to "
-                "time"),), section="time"),
+      _faster_than_control(),
   ]
   return c + _time_claims() + _cifar_claims()
+
+
+def _faster_than_control() -> Claim:
+  """The Conclusion's "faster training" as cost per train step at the
+  paper's batch and recipe: the control's 1-step runs against F at 10
+  epochs (E and F are the slowest the paper ran that we ran at 10 epochs:
+  1.5 h each), with every other attention model run here covered (G and H
+  at 1 epoch, 2 seeds); paired by seed, as ratios."""
+  covered = [(f"{v}, 10 epochs", {
+      "part": {"df_10ep": TEN_EPOCHS[v]}, "model.variant": {"F": v},
+      "model.heads": {8: PRESETS[v][0]}}) for v in "EDCBA"]
+  covered += [(f"{v}, 1 epoch", {
+      "part": {"df_10ep": "models"}, "model.variant": {"F": v},
+      "model.heads": {8: PRESETS[v][0]}}) for v in "GH"]
+  return Claim(
+      "time.faster_than_control", "the attention models train faster than "
+      "the control: per train step (batch 4096), the control's CPU "
+      f"core-seconds are > {CONTROL_OVERHEAD:g}x F's (10 epochs; a 1-step "
+      "control run also pays its compilation and one evaluation, up to "
+      "~one more step)", "Conclusion", "\"faster training\"",
+      CPU_PER_STEP, sel("control", CONTROL_STEP), sel("F", "df_10ep"), ">",
+      target=CONTROL_OVERHEAD, contrast="ratio",
+      covers=(("F, 10 epochs", {}), *covered), section="time")
 
 
 # Where in training each claim is judged, from the paper's wording (the
@@ -402,7 +435,12 @@ BUDGET_TABLE = (
     ("time.*_over_B", Budget((STEPS_1EP, STEPS_10EP), "Sec. 3: training "
                              "time of 10 epochs (not testable on this "
                              "hardware; ratios shown)")),
-    ("*", Budget((), "the paper's own runs (CIFAR-10, lr 0.1, the "
-                 "control's timing); no runs here (see the reason)")),
+    ("time.faster_than_control", Budget(
+        (1, STEPS_1EP, STEPS_10EP), "Conclusion: \"faster training\", a "
+        "rate (the cost of a train step at the paper's batch), the same at "
+        "any length: read per step on the control's 1-step timing runs and "
+        "the attention models' 10-epoch runs (1 epoch for G and H)")),
+    ("*", Budget((), "the paper's own runs (CIFAR-10, lr 0.1); no runs "
+                 "here (see the reason)")),
 )
 CLAIMS = with_budgets(_claims(), BUDGET_TABLE)

@@ -13,7 +13,10 @@ optimizers, 10 epochs x 3 seeds) and the attention-free baseline
 Dense head on the pixels, 1 epoch x 2 seeds / 10 epochs x 3 seeds); the
 opt-in ``control`` (the VGG control: ``CONTROL=1``); the focus parts
 ``df_10ep`` (D and F at 10 epochs x 3 seeds, paired with ``models_10ep``'s
-B) and ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F). The claims
+B), ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F) and
+``control_step`` (the control for 1 step x 3 seeds: its cost per train
+step, for the Conclusion's "faster training"; no accuracy claim reads it).
+The claims
 (the paper's numbers, metrics, selections, ``CLAIMS``) are data in
 ``claims.py``; the prose is ``RESULTS.md.tmpl``, written by hand; this
 module declares, as data, the tables, plots and facts it names.
@@ -73,7 +76,11 @@ BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
 OPTIONAL = {"control": "part=control"}
 FOCUS = {"df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
-         "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3"}
+         "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
+         # The control's cost per train step (1 step x 3 seeds, 0.05 epochs
+         # = ceil(0.73) steps): what time.faster_than_control reads.
+         claims.CONTROL_STEP: "part=control,control_epochs=0.05,"
+                              "control_seeds=3"}
 
 
 def collapsed(run) -> float | None:
@@ -126,6 +133,10 @@ def params(run) -> float:
 def probe(runs, cache_dir):
   del cache_dir
   noskip = None
+  # The control's timing runs stop after 1 step: no probe's quantity (the
+  # paper's trained-model numbers) means anything there, and each would
+  # cost another control step (~5 CPU-minutes).
+  runs = [r for r in runs if r.part != claims.CONTROL_STEP]
   for r, state in studies.probed(runs):
     g = paper_grad_avg(r, state)
     if g is not None:
@@ -337,6 +348,34 @@ def _minutes(runs, _) -> str:
           if got else "no finished run in runs.csv")
 
 
+def _per_step(runs, where) -> list[float]:
+  """CPU core-seconds per train step of the finished runs ``where``."""
+  got = (claims.CPU_PER_STEP.of(r) for r in studies.select(runs, where)
+         if r.done)
+  return [v for v in got if v is not None]
+
+
+def _control_step(runs, _) -> str:
+  """"1 train step x 3 seeds, 480-520 CPU core-seconds per step": the
+  control's timing runs (``control_step``)."""
+  where = sel("control", claims.CONTROL_STEP)
+  per = _per_step(runs, where)
+  if not per:
+    return "no finished run in runs.csv"
+  steps = "/".join(str(s) for s in sorted(
+      {int(r.step) for r in studies.select(runs, where) if r.done}))
+  return (f"{steps} train step x {len(per)} seeds, {min(per):.0f}-"
+          f"{max(per):.0f} CPU core-seconds per step")
+
+
+def _attention_per_step(runs, _) -> str:
+  """"2.9-14": the range of the attention models' (A-H, 1 and 10 epochs)
+  CPU core-seconds per train step."""
+  per = [v for lab in "ABCDEFGH" for part in {"models", TEN_EPOCHS.get(
+      lab, "models")} for v in _per_step(runs, sel(lab, part))]
+  return f"{min(per):.2g}-{max(per):.2g}" if per else "?"
+
+
 def _vs_noattn(runs, label, part) -> Verdict:
   """``label`` - attention-free, paired by seed (the rule's estimate and
   interval; not a declared claim)."""
@@ -405,6 +444,8 @@ FACTS = {
     "noattn_10ep": lambda runs, _: _design(runs, "noattn_10ep"),
     "control": lambda runs, _: _design(runs, "control"),
     "control_minutes": _minutes,
+    "control_step": _control_step,
+    "attention_per_step": _attention_per_step,
     "short": lambda runs, _: _design(runs, "models", {
         "model.skip": True}).split(" x ")[0],
     "gap": _gap, "bn_vs_noattn": _bn_vs_noattn, "times": _times,

@@ -11,7 +11,10 @@
 # 114 run-minutes, ~60 minutes); the focus parts df_10ep, D and F at 10
 # epochs x 3 seeds (6 runs, 101 run-minutes, ~50 minutes), and e_10ep, E
 # at 10 epochs x 3 seeds (3 runs, 40 run-minutes; all measured
-# 2026-11-22/24); the VGG control only with CONTROL=1 (+42 min alone,
+# 2026-11-22/24), and control_step, the VGG control for 1 train step x 3
+# seeds, its cost per step (3 runs, 40 run-minutes on a machine shared
+# with two other trainings, ~12 GB each; measured 2026-11-26); the full
+# VGG control only with CONTROL=1 (+42 min alone,
 # ~12 GB). Then the export's checkpoint probes (~7 minutes), runs.csv,
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
 #

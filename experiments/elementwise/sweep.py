@@ -33,7 +33,14 @@ Scales:
   as the attention models, 1 seed, and runs only with ``CONTROL=1``: 1
   epoch took 70 CPU-minutes, 42 minutes alone on 2 cores, ~12 GB
   (``control_epochs`` changes its length; the report marks a control
-  shorter than the paper's 10 epochs as such).
+  shorter than the paper's 10 epochs as such). Its cost per train step
+  (the Conclusion's "faster training") is timed by the focus part
+  ``control_step`` (``control_epochs=0.05,control_seeds=3``: 1 step x 3
+  seeds; no accuracy claim reads it): measured 2026-11-26 with
+  ``--parallel=1`` on a machine shared with two other trainings, 474-514
+  CPU core-seconds per run (compilation, the step and one test-set
+  evaluation), 12-14 minutes of wall time each, 40 in all, ~12 GB each
+  (so ``--parallel=2`` needs ~25 GB).
 * ``scale=full``: as the paper; ``dataset=cifar10``
   gives the CIFAR-10 runs (batch 1024); ``seeds`` default 1 (the paper
   reports single runs).

@@ -93,16 +93,22 @@ are mean ± 95 % t-interval half-width over seeds (n = seeds finished)."""
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-  """A number per run: ``offset + scale * run.value(column)``."""
+  """A number per run: ``offset + scale * run.value(column)``, divided by
+  ``run.value(per)`` when ``per`` is set (e.g. core-seconds per train step:
+  ``column="core_seconds", per="step"``, comparable across run lengths)."""
   name: str
   column: str
   scale: float = 1.0
   offset: float = 0.0
   unit: str = ""
   digits: int = 2
+  per: str | None = None
 
   def of(self, run: Run) -> float | None:
     v = run.value(self.column)
+    if v is not None and self.per is not None:
+      d = run.value(self.per)
+      v = v / d if d else None
     return None if v is None else self.offset + self.scale * v
 
 
