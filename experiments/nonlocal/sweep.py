@@ -82,15 +82,18 @@ INITS = ["he", "zeros"]                 # + normal (sigma 0.01)
 # used as weights as they are (no softmax, no 1/sqrt(HW)), the registry's
 # relu_seqlen with the identity activation and alpha = 0.
 UNSCALED = "relu_seqlen(alpha=0, act=identity)"
+# Fig. 2's embedding channel reduction: theta/phi/g to a quarter of stage
+# 2's 32 channels (2 per head at 4 heads; ``main``'s blocks use all 32).
+EMBED = 8
 
 
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
-  if a.subset not in ("all", "init", "paper", "unscaled"):
+  if a.subset not in ("all", "init", "paper", "unscaled", "embed"):
     raise ValueError(f"subset={a.subset!r}; use subset=all, subset=init, "
-                     "subset=paper or subset=unscaled")
+                     "subset=paper, subset=unscaled or subset=embed")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   if not a.seeds:
@@ -121,6 +124,10 @@ def get_config(arg=None):
   c.model.nl_blocks = dict(count=3, stage=2, heads=4,
                            normalizer="softmax", init="normal", mode="base",
                            posenc=True)
+  if a.subset == "embed":
+    # Declared only where it is swept, so the other parts' configs stay as
+    # they ran (their blocks embed to all C channels, the block's default).
+    c.model.nl_blocks.embed_channels = EMBED
 
   c.optimizer.name = "sgd"
   c.optimizer.momentum = 0.9
@@ -160,6 +167,10 @@ def get_sweep(arg=None):
     return grid.product(grid.fixed(nl + "normalizer", UNSCALED),
                         grid.fixed(nl + "heads", 4),
                         grid.fixed(nl + "init", "he"), seed)
+  if a.subset == "embed":
+    return grid.product(grid.sweep(nl + "normalizer", BLOCKS),
+                        grid.fixed(nl + "heads", 4),
+                        grid.fixed(nl + "embed_channels", EMBED), seed)
   if a.subset == "paper":
     block = lambda b: grid.fixed(nl + "normalizer", b)
     one = grid.fixed(nl + "heads", 1)
