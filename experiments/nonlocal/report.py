@@ -130,7 +130,9 @@ def probe(runs, cache_dir):
   for r in runs:
     h = r.get(NL + "heads")
     key = (h, "softmax" if h == 0 else r.get(NL + "normalizer"))
-    if key in mem:      # the unscaled block has no full-scale memory row
+    # The unscaled block has no full-scale memory row, and the rows are of
+    # full-width blocks: none for Fig. 2's reduced embedding.
+    if key in mem and r.get(NL + "embed_channels") is None:
       r.metrics["value/full_step_mb"] = mem[key]
   mapped = set()
   for r, state in studies.probed(runs, keep=lambda r: (

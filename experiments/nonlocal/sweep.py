@@ -43,7 +43,7 @@ Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
 side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (``all``;
 ``init``: only Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads;
 ``paper``: the paper's own defaults where ``all`` differs from them, see
-below).
+below; ``unscaled`` and ``embed``: the focus parts below).
 
 The paper's Table 1 and 2 base cells equal its 1-head Table 3 cells, and
 scaled NL's base is its He column: the paper runs scaled NL with He init
@@ -67,6 +67,14 @@ block without softmax and without the 1/sqrt(HW) factor
 He init (the scaled block's init in the paper), 3 seeds at ``steps``:
 does it diverge where the scaled block does not? 3 runs, 5 run-minutes of
 wall time (``runs.csv``'s ``wall_s``, measured 2026-11-24).
+
+``subset=embed`` (``report.py``'s ``embed_reduction`` focus part): Fig. 2's
+embedding channel reduction: NL and scaled NL at 4 heads, sigma 0.01, with
+theta/phi/g embedding to ``EMBED`` = 8 of stage 2's 32 channels (2 per
+head), 3 seeds at ``steps``; ``main``'s 4-head runs are the full-width
+partners. 6 runs, 11 run-minutes of wall time (``runs.csv``'s
+``wall_s``, measured 2026-11-26 at ``--parallel=1`` on the shared 2-core
+machine, another study training beside it).
 """
 
 from ml_collections import config_dict
