@@ -53,7 +53,8 @@ Scales:
 Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``
 (``all``, or ``focus``: at one budget of ``steps``, for part=attention
 softmax, NSM-sqrt(d) and NSM-inf; for part=loss NSM-inf only, for
-part=loss_softmax its baseline).
+part=loss_softmax its baseline; or, part=attention only, ``no_warmup`` /
+``sgdm``: Fig. 3b's optimization ablations, below).
 
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``attention_1200`` focus part; ``run.sh`` runs it):
@@ -67,6 +68,15 @@ and ``part=loss_softmax,subset=focus,steps=1875`` -- NSM-inf and softmax
 cross-entropy for 2 epochs of batch 64 x 3 seeds, 6 runs, 18 run-minutes
 of wall time, ~9 minutes with ``--parallel=2`` (measured: runs.csv's
 ``wall_s``).
+Fig. 3b's optimization ablations beside weight decay:
+``part=attention,subset=no_warmup`` (``report.py``'s ``no_warmup`` focus
+part) and ``subset=sgdm`` -- softmax and NSM-inf at the main sweep's
+longest budget (reduced: 200 steps) without warmup, or with SGD momentum
+0.9 in place of AdamW (``ABLATIONS``), x 3 seeds. ``no_warmup``: 6 runs,
+17 run-minutes of wall time (runs.csv's ``wall_s``, measured
+2026-11-26 at ``--parallel=1`` on the shared 2-core machine, other studies
+training beside it). ``sgdm`` is declared but not run here (6 runs of the
+same length; not a focus part).
 """
 
 from ml_collections import config_dict
