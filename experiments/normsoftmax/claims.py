@@ -112,8 +112,7 @@ def lsel(label, long_=False):
 
 
 # Fig. 3b's optimization ablations beside weight decay (the main sweep's
-# 200 steps): sweep.py's ABLATIONS, named as its subsets; `no_warmup` is a
-# focus part, `sgdm` is declared in sweep.py but not run here.
+# 200 steps): sweep.py's ABLATIONS, named as its subsets (focus parts).
 NO_WARMUP, SGDM = "no_warmup", "sgdm"
 # Table 5 and Fig. 7 rank end points after the paper's 100 epochs, which
 # the study judges only at a tenth of them (END, as Table 1): 10 epochs,
@@ -333,13 +332,9 @@ def _claims() -> list[Claim]:
             "loses more accuracy than nsm-inf (the other optimization-"
             "related technique)", "Fig. 3b text",
             "figure; softmax \"more sensitive to the training techniques "
-            "that are related to optimization\"", None,
-            min_budget=(unavailable(
-                "not run here (CPU budget): `sweep.py:part=attention,"
-                f"subset={SGDM}` declares the 6 runs (softmax and nsm-inf x "
-                "3 seeds at 200 steps), judged as `fig3b.optim_ablations`; "
-                "they did not fit this machine's time beside the other "
-                "studies' runs"),), section="wd"),
+            "that are related to optimization\"", ACCURACY, terms=(
+                (1, sel(SM)), (-1, sel(SM, part=SGDM)), (-1, sel(INF)),
+                (1, sel(INF, part=SGDM))), relation=">", section="wd"),
       Claim("fig3b.augment_alike", "without strong data augmentation "
             "softmax and NSM drop alike (~)", "Fig. 3b text",
             "\"the same robustness against the training recipe for data "
@@ -397,7 +392,7 @@ BUDGET_TABLE = (
     ("wd.*", Budget((200,), "Fig. 3b: end points after 100 epochs, read at "
                     "the main sweep's 200 steps once the decay acts on the "
                     "run (`DECAY`)")),
-    ("fig3b.optim_ablations", Budget((200,), "Fig. 3b: end points after "
+    ("fig3b.*_ablation*", Budget((200,), "Fig. 3b: end points after "
                                      "100 epochs, read at the main sweep's "
                                      "200 steps, as the weight-decay "
                                      "ablation (`wd.*`)")),
