@@ -69,13 +69,14 @@ cross-entropy for 2 epochs of batch 64 x 3 seeds, 6 runs, 18 run-minutes
 of wall time, ~9 minutes with ``--parallel=2`` (measured: runs.csv's
 ``wall_s``).
 Fig. 3b's optimization ablations beside weight decay:
-``part=attention,subset=no_warmup`` and ``subset=sgdm`` -- softmax and NSM-inf at the main sweep's
-longest budget (reduced: 200 steps) without warmup, or with SGD momentum
-0.9 in place of AdamW (``ABLATIONS``), x 3 seeds (``report.py``'s
-``no_warmup`` and ``sgdm`` focus parts). ``no_warmup``: 6 runs, 17
-run-minutes of wall time, other studies training beside it; ``sgdm``: 6
-runs, 8 run-minutes, alone (runs.csv's ``wall_s``, both measured
-2026-11-26 at ``--parallel=1`` on the shared 2-core machine).
+``part=attention,subset=no_warmup`` and ``subset=sgdm`` -- softmax and
+NSM-inf at the main sweep's longest budget (reduced: 200 steps) without
+warmup, or with SGD momentum 0.9 in place of AdamW (``ABLATIONS``), x 3
+seeds (``report.py``'s ``no_warmup`` and ``sgdm`` focus parts).
+``no_warmup``: 6 runs, 17 run-minutes of wall time, other studies training
+beside it; ``sgdm``: 6 runs, 8 run-minutes, alone (runs.csv's ``wall_s``,
+both measured 2026-11-26 at ``--parallel=1`` on the shared 2-core
+machine).
 """
 
 from ml_collections import config_dict
