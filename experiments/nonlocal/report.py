@@ -7,7 +7,9 @@ r"""The scaled non-local study (Cho et al. 2022): probes, what RESULTS.md shows.
 focus part, 4 seeds x ~1 epoch on Table 2's init claims; the
 ``paper_defaults`` focus part, the paper's own setting where ``main``
 differs: scaled NL with He, Tables 1 and 2 at 1 head; the ``unscaled``
-focus part, Sec. 3.1's block without the scaling factor, 3 seeds), the
+focus part, Sec. 3.1's block without the scaling factor, 3 seeds; the
+``embed_reduction`` focus part, Fig. 2's embedding channel reduction at 4
+heads, 3 seeds), the
 claims of ``claims.py`` (the paper's claims as data) and, as data, the
 tables, plots and facts the hand-written ``RESULTS.md.tmpl`` names. The
 rule that judges the claims is ``softattn.studies.claims.RULE``.
@@ -44,6 +46,7 @@ claims = studies.load_module(os.path.join(HERE, "claims.py"))
 NL, LABEL, INITS = claims.NL, claims.LABEL, claims.INITS
 FOCUS, PAPER_PART = claims.FOCUS, claims.PAPER_PART
 UNSCALED, UNSCALED_PART = claims.UNSCALED, claims.UNSCALED_PART
+EMBED, EMBED_PART, embed_sel = claims.EMBED, claims.EMBED_PART, claims.embed_sel
 PAPER_T1, PAPER_T2, PAPER_T3 = claims.PAPER_T1, claims.PAPER_T2, claims.PAPER_T3
 PAPER_MEM, PAPER_MS, PAPER_INIT = (claims.PAPER_MEM, claims.PAPER_MS,
                                    claims.PAPER_INIT)
@@ -127,7 +130,9 @@ def probe(runs, cache_dir):
   for r in runs:
     h = r.get(NL + "heads")
     key = (h, "softmax" if h == 0 else r.get(NL + "normalizer"))
-    if key in mem:      # the unscaled block has no full-scale memory row
+    # The unscaled block has no full-scale memory row, and the rows are of
+    # full-width blocks: none for Fig. 2's reduced embedding.
+    if key in mem and r.get(NL + "embed_channels") is None:
       r.metrics["value/full_step_mb"] = mem[key]
   mapped = set()
   for r, state in studies.probed(runs, keep=lambda r: (
@@ -206,6 +211,10 @@ TABLES = {
         ("scaled NL, every part", _count({NL + "normalizer": "scaled"})),
         ("NL without softmax or scaling, 4 heads, He (`unscaled`)",
          _count({"part": UNSCALED_PART}))]),
+    "fig2": Table(["block", "ours 32 channels (`main`)",
+                   f"ours {EMBED} channels (`{EMBED_PART}`)"],
+                  [(LABEL[b], [err(sel(4, b)), err(embed_sel(b))])
+                   for b in BLOCKS]),
     "fig1": Table(["block", "ratio"], [(LABEL[b], [Cell(sel(4, b), VERTICAL)])
                                        for b in BLOCKS]),
 }
@@ -269,6 +278,7 @@ def _unscaled_diverged(runs, _):
 FACTS = {
     "main": _design("main"), "focus": _design(FOCUS),
     "paper": _design(PAPER_PART), "unscaled": _design(UNSCALED_PART),
+    "embed": _design(EMBED_PART),
     "epochs": lambda runs, _: render.epoch_range(runs),
     "epochs_focus": lambda runs, _: render.epoch_range(
         studies.select(runs, {"part": FOCUS})),
@@ -287,7 +297,8 @@ STUDY = studies.Study(
     paper="../shared/papers/scaled-nonlocal-cho2022.txt", spec=SPEC,
     parts={"main": ""}, focus={FOCUS: "subset=init,steps=940,seeds=4",
                                PAPER_PART: "subset=paper",
-                               UNSCALED_PART: "subset=unscaled"},
+                               UNSCALED_PART: "subset=unscaled",
+                               EMBED_PART: "subset=embed"},
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": lambda r: (lambda s: 1000.0 / s if s else None)(
         studies.median_train("steps_per_sec")(r))},

@@ -7,7 +7,10 @@
 # setting where `main` differs: scaled NL with He, Tables 1-2 at 1 head;
 # 27 runs, 20 run-minutes, ~10 minutes; all measured 2026-11-23/24) and
 # `unscaled` (Sec. 3.1's block without the scaling factor, 4 heads, He,
-# 3 seeds x 300 steps: 5 run-minutes, measured 2026-11-24); then
+# 3 seeds x 300 steps: 5 run-minutes, measured 2026-11-24) and
+# `embed_reduction` (Fig. 2: NL and scaled NL embedding to 8 of 32
+# channels, 4 heads, 3 seeds x 300 steps: 11 run-minutes, measured
+# 2026-11-26 at --parallel=1 beside another study's runs); then
 # runs.csv, RESULTS.md and the plots in experiments/nonlocal/ (or $OUT).
 # FOCUS=focus runs only the focus parts, FOCUS=base only `main`.
 #

@@ -43,7 +43,7 @@ Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
 side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (``all``;
 ``init``: only Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads;
 ``paper``: the paper's own defaults where ``all`` differs from them, see
-below).
+below; ``unscaled`` and ``embed``: the focus parts below).
 
 The paper's Table 1 and 2 base cells equal its 1-head Table 3 cells, and
 scaled NL's base is its He column: the paper runs scaled NL with He init
@@ -67,6 +67,14 @@ block without softmax and without the 1/sqrt(HW) factor
 He init (the scaled block's init in the paper), 3 seeds at ``steps``:
 does it diverge where the scaled block does not? 3 runs, 5 run-minutes of
 wall time (``runs.csv``'s ``wall_s``, measured 2026-11-24).
+
+``subset=embed`` (``report.py``'s ``embed_reduction`` focus part): Fig. 2's
+embedding channel reduction: NL and scaled NL at 4 heads, sigma 0.01, with
+theta/phi/g embedding to ``EMBED`` = 8 of stage 2's 32 channels (2 per
+head), 3 seeds at ``steps``; ``main``'s 4-head runs are the full-width
+partners. 6 runs, 11 run-minutes of wall time (``runs.csv``'s
+``wall_s``, measured 2026-11-26 at ``--parallel=1`` on the shared 2-core
+machine, another study training beside it).
 """
 
 from ml_collections import config_dict
@@ -82,15 +90,18 @@ INITS = ["he", "zeros"]                 # + normal (sigma 0.01)
 # used as weights as they are (no softmax, no 1/sqrt(HW)), the registry's
 # relu_seqlen with the identity activation and alpha = 0.
 UNSCALED = "relu_seqlen(alpha=0, act=identity)"
+# Fig. 2's embedding channel reduction: theta/phi/g to a quarter of stage
+# 2's 32 channels (2 per head at 4 heads; ``main``'s blocks use all 32).
+EMBED = 8
 
 
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
-  if a.subset not in ("all", "init", "paper", "unscaled"):
+  if a.subset not in ("all", "init", "paper", "unscaled", "embed"):
     raise ValueError(f"subset={a.subset!r}; use subset=all, subset=init, "
-                     "subset=paper or subset=unscaled")
+                     "subset=paper, subset=unscaled or subset=embed")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   if not a.seeds:
@@ -121,6 +132,10 @@ def get_config(arg=None):
   c.model.nl_blocks = dict(count=3, stage=2, heads=4,
                            normalizer="softmax", init="normal", mode="base",
                            posenc=True)
+  if a.subset == "embed":
+    # Declared only where it is swept, so the other parts' configs stay as
+    # they ran (their blocks embed to all C channels, the block's default).
+    c.model.nl_blocks.embed_channels = EMBED
 
   c.optimizer.name = "sgd"
   c.optimizer.momentum = 0.9
@@ -160,6 +175,10 @@ def get_sweep(arg=None):
     return grid.product(grid.fixed(nl + "normalizer", UNSCALED),
                         grid.fixed(nl + "heads", 4),
                         grid.fixed(nl + "init", "he"), seed)
+  if a.subset == "embed":
+    return grid.product(grid.sweep(nl + "normalizer", BLOCKS),
+                        grid.fixed(nl + "heads", 4),
+                        grid.fixed(nl + "embed_channels", EMBED), seed)
   if a.subset == "paper":
     block = lambda b: grid.fixed(nl + "normalizer", b)
     one = grid.fixed(nl + "heads", 1)

@@ -6,7 +6,8 @@ r"""The NormSoftmax study (Jiang et al. 2023): what its RESULTS.md shows.
 The prose is ``RESULTS.md.tmpl``, written by hand; ``claims.py`` holds the
 paper's claims as data. ``STUDY`` declares the parts (``sweep.py``:
 ``attention``, ``loss``, ``loss_softmax``, ``loss_logitnorm``; focus
-``attention_1200`` and ``loss_2ep`` / ``loss_softmax_2ep``), the per-run
+``attention_1200``, ``loss_2ep`` / ``loss_softmax_2ep`` and Fig. 3b's
+``no_warmup`` / ``sgdm`` ablations), the per-run
 values (the decay's shrink, the attention diagnostics), and as data the
 tables, plots and facts the template names.
 """
@@ -108,9 +109,11 @@ TABLES = {
         (str(b), [acc(sel(n, b)) for n in (SM, SQ, INF)]) for b in BUDGETS
     ] + [(str(FOCUS_STEPS), [acc(long(n)) for n in (SM, SQ, INF)])]),
     "wd": Table(["", "paper with wd", "paper no wd", "ours wd 0.1",
-                 "ours no wd"],
+                 "ours no wd", "ours no warmup", "ours SGDM"],
                 [(SHORT[n], [claims.PAPER_T1[n], claims.PAPER_NO_WD[n],
-                             acc(sel(n)), acc(sel(n, wd=0.0))])
+                             acc(sel(n)), acc(sel(n, wd=0.0)),
+                             acc(sel(n, part=claims.NO_WARMUP)),
+                             acc(sel(n, part=claims.SGDM))])
                  for n in (SM, INF)]),
     "t1": Table(["variant", "paper (100 epochs)", "ours"],
                 [(SHORT[n], [x, acc(sel(n))])
@@ -186,6 +189,7 @@ FACTS = {
     "budgets": _design(sel(SM, BUDGETS)), "variants": _design(sel("logitnorm")),
     "focus": _design({"part": FOCUS}), "loss": _design({"part": "loss"}),
     "loss_2ep": _design({"part": LOSS_LONG["loss"]}),
+    "ablations": _design({"part": (claims.NO_WARMUP, claims.SGDM)}),
     "epochs": _epochs("attention"), "epochs_focus": _epochs(FOCUS),
     "epochs_loss": _epochs("loss"), "epochs_2ep": _epochs(LOSS_LONG["loss"]),
     "shrink": lambda runs, _: render.cell(runs, sel(SM), Metric(
@@ -206,7 +210,9 @@ STUDY = studies.Study(
            LOSS_LONG["loss"]: "part=loss,subset=focus,"
                               f"steps={claims.LOSS_2EP_STEPS}",
            LOSS_LONG["loss_softmax"]: "part=loss_softmax,subset=focus,"
-                                      f"steps={claims.LOSS_2EP_STEPS}"},
+                                      f"steps={claims.LOSS_2EP_STEPS}",
+           **{p: f"part=attention,subset={p}"
+              for p in (claims.NO_WARMUP, claims.SGDM)}},
     fields=("model.normalizer", "total_steps", "optimizer.weight_decay",
             "loss.gamma"),
     values={"decay_shrink": decay_shrink,

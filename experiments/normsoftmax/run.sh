@@ -7,7 +7,10 @@
 # the focus parts attention_1200, softmax / NSM-sqrt(d) / NSM-inf at 1200
 # steps x 3 seeds (51 run-minutes, ~26 minutes, measured), and loss_2ep /
 # loss_softmax_2ep, the NSM-inf and softmax cross-entropies for 2 epochs x
-# 3 seeds (18 run-minutes, ~9 minutes, measured 2026-11-24). Then
+# 3 seeds (18 run-minutes, ~9 minutes, measured 2026-11-24), and no_warmup
+# / sgdm, Fig. 3b's ablations: softmax and NSM-inf at 200 steps without
+# warmup or with SGDM x 3 seeds (12 runs, 17 + 8 run-minutes, measured
+# 2026-11-26 at --parallel=1). Then
 # runs.csv, RESULTS.md and the plots in experiments/normsoftmax/ (or $OUT).
 #
 #   bash experiments/normsoftmax/run.sh --parallel=2      # everything

@@ -53,7 +53,8 @@ Scales:
 Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``
 (``all``, or ``focus``: at one budget of ``steps``, for part=attention
 softmax, NSM-sqrt(d) and NSM-inf; for part=loss NSM-inf only, for
-part=loss_softmax its baseline).
+part=loss_softmax its baseline; or, part=attention only, ``no_warmup`` /
+``sgdm``: Fig. 3b's optimization ablations, below).
 
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``attention_1200`` focus part; ``run.sh`` runs it):
@@ -67,6 +68,15 @@ and ``part=loss_softmax,subset=focus,steps=1875`` -- NSM-inf and softmax
 cross-entropy for 2 epochs of batch 64 x 3 seeds, 6 runs, 18 run-minutes
 of wall time, ~9 minutes with ``--parallel=2`` (measured: runs.csv's
 ``wall_s``).
+Fig. 3b's optimization ablations beside weight decay:
+``part=attention,subset=no_warmup`` and ``subset=sgdm`` -- softmax and
+NSM-inf at the main sweep's longest budget (reduced: 200 steps) without
+warmup, or with SGD momentum 0.9 in place of AdamW (``ABLATIONS``), x 3
+seeds (``report.py``'s ``no_warmup`` and ``sgdm`` focus parts).
+``no_warmup``: 6 runs, 17 run-minutes of wall time, other studies training
+beside it; ``sgdm``: 6 runs, 8 run-minutes, alone (runs.csv's ``wall_s``,
+both measured 2026-11-26 at ``--parallel=1`` on the shared 2-core
+machine).
 """
 
 from ml_collections import config_dict
@@ -81,13 +91,25 @@ VARIANTS = ["normsoftmax_learnable", "normsoftmax_inverse(gamma=sqrt_d)",
             "normsoftmax(gamma=1)", "normsoftmax(gamma=0.5*sqrt_d)",
             "normsoftmax(gamma=2*sqrt_d)", "logitnorm"]
 PARTS = ("attention", "loss", "loss_softmax", "loss_logitnorm")
+# Fig. 3b's optimization ablations beside weight decay (softmax and NSM-inf
+# at the main sweep's longest budget): no learning-rate warmup, or SGD with
+# momentum 0.9 in place of AdamW. The paper names no SGDM learning rate, so
+# only the optimizer changes (lr, schedule, warmup, clipping as AdamW's; the
+# coupled decay 0.1 shrinks the weights by lr * 0.1 per step, as AdamW's
+# decoupled one).
+ABLATIONS = {"no_warmup": {"schedule.warmup_steps": 0},
+             "sgdm": {"optimizer.name": "sgd", "optimizer.momentum": 0.9}}
 
 
 def _arg(arg):
   a = configlib.parse_arg(arg, part="attention", scale="reduced", seeds=0,
                           variant_seeds=0, subset="all", steps=1200)
-  if a.subset not in ("all", "focus"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all or subset=focus")
+  if a.subset not in ("all", "focus", *ABLATIONS):
+    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=focus, "
+                     "subset=no_warmup or subset=sgdm")
+  if a.subset in ABLATIONS and a.part != "attention":
+    raise ValueError(f"subset={a.subset} ablates the ViT's recipe; use "
+                     "part=attention")
   if a.part not in PARTS:
     raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
   if a.scale not in ("reduced", "full"):
@@ -207,6 +229,10 @@ def get_sweep(arg=None):
     return grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)
   else:
     lengths = grid.sweep(field, budgets)
+  if a.subset in ABLATIONS:   # as `no_wd`, with the recipe change instead
+    return grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]),
+                        [dict(lengths[-1])] if field == "total_steps"
+                        else longest, [ABLATIONS[a.subset]], seeds)
   accel = grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)
   no_wd = grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]),
                        [dict(lengths[-1])] if field == "total_steps"
