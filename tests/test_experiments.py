@@ -747,6 +747,20 @@ def test_elementwise_from_csv(tmp_path):
   for cid in ("cifar.params",
               "concl.lr01_collapses", "t1.head_outputs_range"):
     assert v[cid].word == studies.NOT_TESTABLE and v[cid].reason, cid
+  # lr 0.1 on every weight: B at 1 epoch that did not collapse is censored
+  # (above: the paper's runs are 10 epochs); collapsed in all 3 seeds, it
+  # is confirmed, and the runs are read by no other claim.
+  assert "none shows the event" in v["concl.lr01_collapses"].reason
+  lr01 = [dataclasses.replace(r, metrics={**r.metrics, "value/collapsed": 1.0,
+                                          "final/accuracy": 0.1})
+          if r.part == "lr01_1ep" else r for r in runs]
+  assert sum(r.part == "lr01_1ep" for r in runs) == 3
+  vl = studies.study.verdicts(study, lr01)
+  assert vl["concl.lr01_collapses"].word == studies.CONFIRMED
+  assert vl["concl.lr01_collapses"].n == 3
+  for c in study.claims:
+    if c.id != "concl.lr01_collapses":
+      assert "lr01_1ep" not in repr((c.lhs, c.rhs, c.terms)), c.id
   # C (83 %) beats D (80.2 %) over 3 seeds: BN does not hurt here, and the
   # regime note names that pair (A vs B has too few pairs to say).
   assert v["t1.bn_hurts_2layers.CD"].word == studies.CONTRADICTED

@@ -74,7 +74,8 @@ BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
         "noattn_10ep": "part=models,epochs=10,variants=B,extras=false,"
                        "layers=0,seeds=3"}
 OPTIONAL = {"control": "part=control"}
-FOCUS = {"df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
+FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
+         "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
          "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
          # The control's cost per train step (1 step x 3 seeds, 0.05 epochs

@@ -13,7 +13,9 @@
 # at 10 epochs x 3 seeds (3 runs, 40 run-minutes; all measured
 # 2026-11-22/24), and control_step, the VGG control for 1 train step x 3
 # seeds, its cost per step (3 runs, 40 run-minutes on a machine shared
-# with two other trainings, ~12 GB each; measured 2026-11-26); the full
+# with two other trainings, ~12 GB each; measured 2026-11-26), and
+# lr01_1ep, B on Adam lr 0.1 for every weight, 1 epoch x 3 seeds (3 runs,
+# 5 run-minutes with --parallel=1; measured 2026-11-26); the full
 # VGG control only with CONTROL=1 (+42 min alone,
 # ~12 GB). Then the export's checkpoint probes (~7 minutes), runs.csv,
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
