@@ -76,13 +76,7 @@ def test_every_fused_normalizer_but_erf_ones_runs_on_gpu():
 @pytest.mark.parametrize("name", GPU_FUSED)
 def test_gpu_f32_equals_dense(on_gpu, name):
   case = CASE_OF[name]
-  ref = T._dense_f32(name, case)
-  got = T._run("pallas", name, case, jnp.float32)
-  for label, r, g in zip(["out", "dq", "dk", "dv", "dparams"], ref, got):
-    assert np.all(np.isfinite(g)), label
-    scale = 1.0 + float(np.max(np.abs(r)))
-    tol = T.F32_TOL.get(name, 2e-5)
-    assert T._err(r, g) <= tol * scale, (label, T._err(r, g), scale)
+  T.check_f32(name, case, T._run("pallas", name, case, jnp.float32))
 
 
 @pytest.mark.parametrize("name", BF16)
