@@ -3,6 +3,7 @@
     python benchmarks/gpu_kernels.py                  # needs a GPU
     python benchmarks/gpu_kernels.py --lengths 1024 4096 --batch 2
     python benchmarks/gpu_kernels.py --blocks 64 32     # other pallas blocks
+    python benchmarks/gpu_kernels.py --impls pallas cudnn --lengths 4096
 
 Times forward and forward+backward (grad of ``sum(out)`` w.r.t. q, k, v),
 bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
@@ -15,11 +16,18 @@ bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
   relu_seqlen and sigmoid fused at >= 1.1x cuDNN softmax's forward speed at
   L >= 4096, FlashSigmoid's claim on H100).
 
-Each entry is the median of ``--iters`` runs after two warm-up calls, in
-milliseconds; a configuration that fails (out of memory: dense at long L)
-prints its exception's class. Prints a table and writes JSON to
-``--out``. Without a GPU it refuses with one line: nothing in
-``benchmarks/README.md`` was timed on a GPU.
+Each entry is the median over ``--iters`` samples after two warm-up calls,
+in milliseconds. One sample is ``n`` calls issued back to back and waited
+for once, divided by ``n`` (``n`` makes a sample last about 5 ms), so at
+short lengths the time is the GPU's and not the host's dispatch of one
+call. A configuration that fails (out of memory: dense at long L) prints
+its exception's class. The forward's rate in TFLOP/s counts the two
+matmuls, ``4 B H L^2 D`` (no causal saving). Each forward is also checked:
+``fwd rel err`` is ``||out - ref|| / ||ref||`` against the float32 forward
+on the chunked path from the same inputs (bf16 rounding gives ~3e-3), so a
+fast but wrong kernel shows in the table. Prints a table and writes JSON
+to ``--out`` after every row, so a run cut short keeps what it measured.
+Without a GPU it refuses with one line.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import sys
 import time
 
 import jax
+import jaxlib
 import jax.numpy as jnp
 
 from softattn import dot_product_attention
@@ -51,32 +60,53 @@ def _fn(normalizer, impl, blocks=(None, None)):
       q, k, v, normalizer=normalizer, implementation=impl, **kw)
 
 
-def _time(fn, args, iters):
-  out = fn(*args)
-  jax.block_until_ready(out)
+def _time(fn, args, iters, sample_s=5e-3):
   jax.block_until_ready(fn(*args))
+  t0 = time.perf_counter()
+  jax.block_until_ready(fn(*args))
+  n = max(1, min(100, round(sample_s / (time.perf_counter() - t0))))
   times = []
   for _ in range(iters):
     t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - t0)
+    for _ in range(n):
+      out = fn(*args)
+    jax.block_until_ready(out)
+    times.append((time.perf_counter() - t0) / n)
   return 1e3 * statistics.median(times)
 
 
-def measure(normalizer, impl, length, batch, heads, head_dim, iters,
-            blocks=(None, None)):
+def _inputs(length, batch, heads, head_dim):
   ks = jax.random.split(jax.random.PRNGKey(0), 3)
   shape = (batch, length, heads, head_dim)
-  q, k, v = (jax.random.normal(kk, shape, jnp.bfloat16) for kk in ks)
+  return tuple(jax.random.normal(kk, shape, jnp.bfloat16) for kk in ks)
+
+
+def reference(normalizer, qkv):
+  """The forward in float32 on the chunked path (it fits at any length),
+  from the same bf16 inputs, at full f32 matmul precision."""
+  f32 = [x.astype(jnp.float32) for x in qkv]
+  with jax.default_matmul_precision("highest"):
+    return jax.jit(_fn(normalizer, "chunked"))(*f32)
+
+
+def measure(normalizer, impl, length, batch, heads, head_dim, iters,
+            blocks=(None, None), ref=None):
+  """Times; ``rel_err``: ||out - ref|| / ||ref|| of the forward (bf16 out
+  against ``ref``, the f32 forward), so a fast wrong kernel shows."""
+  q, k, v = _inputs(length, batch, heads, head_dim)
   fwd = _fn(normalizer, impl, blocks)
   step = jax.grad(lambda q, k, v: jnp.sum(fwd(q, k, v).astype(jnp.float32)),
                   argnums=(0, 1, 2))
-  row = dict(normalizer=normalizer, impl=impl, length=length)
+  row = dict(normalizer=normalizer, impl=impl, length=length,
+             blocks=list(blocks))
   for label, fn in (("forward_ms", fwd), ("fwd_bwd_ms", step)):
     try:
       row[label] = _time(jax.jit(fn), (q, k, v), iters)
     except Exception as e:  # noqa: BLE001  (an OOM is a result here)
       row[label] = type(e).__name__
+  if ref is not None and isinstance(row["forward_ms"], float):
+    out = jax.jit(fwd)(q, k, v).astype(jnp.float32)
+    row["rel_err"] = float(jnp.linalg.norm(out - ref) / jnp.linalg.norm(ref))
   return row
 
 
@@ -96,6 +126,8 @@ def main(argv=None):
                   metavar=("BQ", "BK"),
                   help="pallas query/key blocks (powers of two) instead of "
                        "softattn.pallas.gpu_tile.block_sizes")
+  ap.add_argument("--impls", nargs="+", default=IMPLS + ("cudnn",),
+                  choices=IMPLS + ("cudnn",))
   ap.add_argument("--out", default="benchmarks/results/gpu_kernels.json")
   args = ap.parse_args(argv)
   if jax.default_backend() != "gpu":
@@ -105,27 +137,35 @@ def main(argv=None):
   rows = []
   for length in args.lengths:
     for name in args.normalizers:
-      impls = IMPLS + (("cudnn",) if name == "softmax" else ())
+      ref = reference(name, _inputs(length, args.batch, args.heads,
+                                    args.head_dim))
+      impls = [i for i in args.impls if i != "cudnn" or name == "softmax"]
       for impl in impls:
         rows.append(measure(name, impl, length, args.batch, args.heads,
-                            args.head_dim, args.iters, tuple(args.blocks)))
+                            args.head_dim, args.iters, tuple(args.blocks),
+                            ref))
         print(*(str(rows[-1][k]) for k in rows[-1]), flush=True,
               file=sys.stderr)
-  print(f"{device}, B={args.batch}, H={args.heads}, D={args.head_dim}, bf16, "
-        f"median of {args.iters} (ms)")
+        with open(args.out, "w") as f:  # after every row: see the docstring
+          json.dump(dict(device=device, jax=jax.__version__,
+                         jaxlib=jaxlib.__version__, dtype="bfloat16",
+                         **vars(args), rows=rows), f, indent=1)
+  print(f"{device}, jax {jax.__version__}, B={args.batch}, H={args.heads}, "
+        f"D={args.head_dim}, bf16, median of {args.iters} (ms)")
   print(f"{'normalizer':>12} {'impl':>8} {'L':>6} {'forward':>9} "
-        f"{'fwd+bwd':>9} {'fwd vs cudnn softmax':>21}")
+        f"{'fwd+bwd':>9} {'fwd TFLOP/s':>11} {'fwd vs cudnn softmax':>21} "
+        f"{'fwd rel err':>11}")
   cudnn = {r["length"]: r["forward_ms"] for r in rows if r["impl"] == "cudnn"}
-  for r in rows:
+  for r in sorted(rows, key=lambda r: r["length"]):  # --lengths' order kept
     ref, fwd = cudnn.get(r["length"]), r["forward_ms"]
     ratio = (f"{ref / fwd:20.2f}x" if isinstance(ref, float)
              and isinstance(fwd, float) else f"{'-':>21}")
+    flops = 4 * args.batch * args.heads * r["length"] ** 2 * args.head_dim
+    rate = (f"{flops / fwd / 1e9:11.1f}" if isinstance(fwd, float)
+            else f"{'-':>11}")
     print(f"{r['normalizer']:>12} {r['impl']:>8} {r['length']:>6} "
-          f"{_fmt(fwd)} {_fmt(r['fwd_bwd_ms'])} {ratio}")
-  with open(args.out, "w") as f:
-    json.dump(dict(device=device, batch=args.batch, heads=args.heads,
-                   head_dim=args.head_dim, dtype="bfloat16", rows=rows), f,
-              indent=1)
+          f"{_fmt(fwd)} {_fmt(r['fwd_bwd_ms'])} {rate} {ratio} "
+          f"{r.get('rel_err', float('nan')):11.1e}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ Paths (``implementation=``):
   as passes of the pointwise kernel (``pallas/streams.py``) and
   ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score
   tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
-  ``softattn.pallas.gpu``, which also needs power-of-two head dims and no
+  ``softattn.pallas.gpu``, which also needs power-of-two head dims >= 16 and no
   ``erf`` in the transform), forward and backward. Takes a key mask and ``is_causal`` (no bias, no
   per-query mask); ``chunk_size``/``query_chunk_size`` override its block
   sizes. On CPU it runs the TPU kernels in the Pallas interpreter (slow;
@@ -50,8 +50,10 @@ Paths (``implementation=``):
   cheaper program at L = 16, 49, 64 and 128 (1.1-1.9x), the fused kernels
   from L = 196 (ViT-B/16's tokens: 1.5x in bf16, 1.2x in f32) to 4096
   (7-8x). The rule looks at the sequence lengths, not the batch. On GPU the
-  same threshold is a placeholder: no GPU was lent, so no crossover was
-  measured (``benchmarks/gpu_kernels.py`` measures it).
+  same threshold is kept: on an H200 (bf16, D=128, forward+backward;
+  ``benchmarks/README.md``) the fused kernels beat dense at L = 4096 and
+  only they and chunked run at 16384, but the crossover below 4096 with the
+  measured block sizes was not timed.
 """
 
 from __future__ import annotations
@@ -272,7 +274,7 @@ def _fused_on_tpu(norm, mask, bias, p=None):
 
 def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None):
   """On GPU: the TPU kernels' contract plus the Triton lowering's
-  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims, no
+  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims >= 16, no
   ``erf`` in the tile math)."""
   from softattn import pallas  # noqa: PLC0415
   from softattn.pallas import gpu  # noqa: PLC0415

@@ -9,6 +9,10 @@ from softattn import attention as A
 from softattn import dot_product_attention
 from softattn import normalizers as N
 
+# Paths compared at f32 tolerance: full-precision f32 matmuls on any backend
+# (tests/conftest.py says why).
+pytestmark = pytest.mark.usefixtures("full_f32_matmuls")
+
 B, LQ, LK, H, D = 2, 37, 29, 3, 8     # lengths not multiples of the chunks
 CHUNK, QCHUNK = 8, 5
 LEARNABLE = {"normsoftmax_learnable": {"w": 1.3}, "ssmax": {"s_scale": 0.7},
@@ -191,7 +195,12 @@ def test_default_scale_follows_the_normalizer():
       dot_product_attention(q, k, v, scale=D ** -0.5), rtol=1e-6)
 
 
-def test_auto_rule():
+def test_auto_rule(monkeypatch):
+  """The rule off TPU and GPU (their kernels: test_pallas, test_pallas_gpu),
+  on any host: the target platform reads as a CPU."""
+  from softattn import pallas  # noqa: PLC0415
+  monkeypatch.setattr(pallas, "target_platform", lambda: "cpu")
+  monkeypatch.setattr(pallas, "target_chip", lambda: ("cpu", False))
   shape = (8, 8, 4096, 4096)
   key_mask = np.ones((8, 1, 1, 4096), bool)
   pick = lambda n, **kw: A._auto(N.get(n), kw.pop("shape", shape), 64,  # noqa

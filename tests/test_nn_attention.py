@@ -54,6 +54,7 @@ def test_learnable_normalizer_parameters_are_used():
   assert "norm_g" not in p and p["norm_b"].shape == (2, 1, 1)
 
 
+@pytest.mark.usefixtures("full_f32_matmuls")  # dense vs linear at f32 tol
 def test_implementation_passed_through():
   m = MultiHeadAttention(num_heads=2, normalizer="scaled")
   v = m.init(jax.random.key(0), X)

@@ -70,20 +70,21 @@ F32_TOL = {"sin_max": 1e-3}
 CASES = {"key_mask": (24, 40, True, False), "causal": (40, 40, False, True)}
 
 
-def _inputs(lq, lk):
+def _inputs(lq, lk, d=D):
   ks = jax.random.split(jax.random.PRNGKey(1), 4)
   # bf16-representable values, so f32 and bf16 runs see the same numbers.
-  rnd = lambda kk, l: jax.random.normal(kk, (B, l, H, D)).astype(  # noqa: E731
+  rnd = lambda kk, l: jax.random.normal(kk, (B, l, H, d)).astype(  # noqa: E731
       jnp.bfloat16).astype(jnp.float32)
   mask = jax.random.bernoulli(ks[3], 0.7, (B, 1, 1, lk))
   mask = mask.at[1].set(False)  # batch element 1: every key masked
   return rnd(ks[0], lq), rnd(ks[1], lk), rnd(ks[2], lk), mask
 
 
-def _run(impl, name, case, dtype):
-  """Output and gradients of ``sum(cos(out))`` w.r.t. q, k, v, params."""
+def _run(impl, name, case, dtype, d=D):
+  """Output and gradients of ``sum(cos(out))`` w.r.t. q, k, v, params, at
+  head dim ``d``."""
   lq, lk, use_mask, causal = CASES[case]
-  q, k, v, mask = _inputs(lq, lk)
+  q, k, v, mask = _inputs(lq, lk, d)
   q, k, v = (x.astype(dtype) for x in (q, k, v))
   params = {k_: jnp.asarray(v_) for k_, v_ in PARAMS.get(name, {}).items()}
   kw = dict(normalizer=name, mask=mask if use_mask else None,
@@ -103,8 +104,8 @@ def _run(impl, name, case, dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def _dense_f32(name, case):
-  return _run("dense", name, case, jnp.float32)
+def _dense_f32(name, case, d=D):
+  return _run("dense", name, case, jnp.float32, d)
 
 
 def _err(a, b):
@@ -112,12 +113,12 @@ def _err(a, b):
 
 
 @functools.lru_cache(maxsize=None)
-def _dense_f64(name, case):
+def _dense_f64(name, case, d=D):
   with jax.enable_x64(True):
-    return _run("dense", name, case, jnp.float64)
+    return _run("dense", name, case, jnp.float64, d)
 
 
-def check_f32(name, case, got):
+def check_f32(name, case, got, d=D):
   """The fused f32 result ``got`` against dense in float64 (the truth):
   within a few ulps of each array's scale, or, where the normalizer's
   conditioning amplifies rounding past that (sin_max's row sum crosses 0),
@@ -125,7 +126,7 @@ def check_f32(name, case, got):
   two f32 paths round in different places (the dense path scales q before
   the score matmul, the kernels scale the scores), and on an ill-conditioned
   row either one is as far from the other as from the truth."""
-  truth, dense = _dense_f64(name, case), _dense_f32(name, case)
+  truth, dense = _dense_f64(name, case, d), _dense_f32(name, case, d)
   for label, t, d, g in zip(["out", "dq", "dk", "dv", "dparams"], truth,
                             dense, got):
     assert np.all(np.isfinite(g)), label

@@ -41,10 +41,15 @@ def on_gpu(monkeypatch):
   monkeypatch.setattr(pallas, "target_platform", lambda: "gpu")
 
 
+# Head dim 16, not test_pallas' 8: Triton's dot tiles need every dimension
+# >= 16 (at 8, bf16 kernels ran on an H200 and returned wrong outputs).
+D = 16
+
+
 def _supported(name):
   norm = N.get(name)
   return gpu.unsupported_reason(norm, norm.resolve(
-      T.PARAMS.get(name), head_dim=T.D), T.D) is None
+      T.PARAMS.get(name), head_dim=D), D) is None
 
 
 GPU_FUSED = [n for n in T.FUSED if _supported(n)]
@@ -76,7 +81,7 @@ def test_every_fused_normalizer_but_erf_ones_runs_on_gpu():
 @pytest.mark.parametrize("name", GPU_FUSED)
 def test_gpu_f32_equals_dense(on_gpu, name):
   case = CASE_OF[name]
-  T.check_f32(name, case, T._run("pallas", name, case, jnp.float32))
+  T.check_f32(name, case, T._run("pallas", name, case, jnp.float32, D), D)
 
 
 @pytest.mark.parametrize("name", BF16)
@@ -85,9 +90,9 @@ def test_gpu_bf16_as_accurate_as_dense(on_gpu, name):
   error against f32, plus one bf16 ulp of the array's scale; the case is
   the other one than the f32 test's, so each runs both."""
   case = [c for c in sorted(T.CASES) if c != CASE_OF[name]][0]
-  truth = T._dense_f32(name, case)
-  dense = T._run("dense", name, case, jnp.bfloat16)
-  got = T._run("pallas", name, case, jnp.bfloat16)
+  truth = T._dense_f32(name, case, D)
+  dense = T._run("dense", name, case, jnp.bfloat16, D)
+  got = T._run("pallas", name, case, jnp.bfloat16, D)
   for label, t, d, g in zip(["out", "dq", "dk", "dv", "dparams"], truth,
                             dense, got):
     assert np.all(np.isfinite(g)), label
@@ -99,8 +104,11 @@ def test_gpu_bf16_as_accurate_as_dense(on_gpu, name):
 
 def test_gpu_per_head_key_mask_equals_dense(on_gpu):
   """A key mask that differs per head (the mask's head index in the
-  BlockSpec), ragged lengths, a learnable per-head parameter."""
-  q, k, v, _ = T._inputs(24, 40)
+  BlockSpec), ragged lengths, a learnable per-head parameter. Both paths at
+  full f32 matmul precision: at the default, XLA:GPU and Triton run f32
+  dots in TF32 (~1e-3 relative, seen on an H200), which a comparison at f32
+  tolerance would mistake for a bug."""
+  q, k, v, _ = T._inputs(24, 40, D)
   mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (T.B, T.H, 1, 40))
   params = {"s_scale": jnp.asarray(T.PARAMS["ssmax"]["s_scale"])}
 
@@ -114,14 +122,15 @@ def test_gpu_per_head_key_mask_equals_dense(on_gpu):
   for impl in ("dense", "pallas"):
     fn = jax.jit(jax.value_and_grad(lambda *a, impl=impl: loss(impl, *a),
                                     argnums=(0, 1, 2, 3), has_aux=True))
-    (_, out), (dq, dk, dv, dp) = fn(q, k, v, params)
+    with jax.default_matmul_precision("highest"):
+      (_, out), (dq, dk, dv, dp) = fn(q, k, v, params)
     results[impl] = [out, dq, dk, dv, dp["s_scale"]]
   for a, b in zip(results["pallas"], results["dense"]):
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
 
 
 def test_gpu_path_is_the_triton_kernels(on_gpu):
-  q, k, v, mask = T._inputs(24, 40)
+  q, k, v, mask = T._inputs(24, 40, D)
   jaxpr = str(jax.make_jaxpr(lambda q: dot_product_attention(
       q, k, v, normalizer="sigmoid", mask=mask, implementation="pallas"))(q))
   assert "softattn_gpu_forward" in jaxpr and "softattn_forward" not in jaxpr
@@ -144,13 +153,15 @@ def test_f32_matmul_precision_follows_jax_setting():
 
 
 def test_gpu_refusals_name_the_reason(on_gpu):
-  q = jnp.zeros((1, 8, 1, 8))
+  q = jnp.zeros((1, 8, 1, 16))
   with pytest.raises(ValueError, match="Triton lowering lacks erf.*'chunked'"):
     dot_product_attention(q, q, q, normalizer="laplace",
                           implementation="pallas")
-  q12 = jnp.zeros((1, 8, 1, 12))
-  with pytest.raises(ValueError, match="head dim that is a power of two"):
-    dot_product_attention(q12, q12, q12, implementation="pallas")
+  for width in (12, 8):  # not a power of two; below Triton's dot tile
+    q_ = jnp.zeros((1, 8, 1, width))
+    with pytest.raises(ValueError, match="head dim that is a power of two "
+                       "and at least 16"):
+      dot_product_attention(q_, q_, q_, implementation="pallas")
   with pytest.raises(ValueError, match="power-of-two block sizes"):
     dot_product_attention(q, q, q, implementation="pallas", chunk_size=24)
   with pytest.raises(ValueError, match="TPU kernels only .*; on GPU use "
@@ -169,6 +180,7 @@ def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
   assert pick("laplace") == "chunked"       # erf: XLA
   assert pick("softmax", d=96) == "chunked"  # not a power of two
   assert pick("softmax", dv=96) == "chunked"
+  assert pick("softmax", d=8) == "chunked"   # below Triton's dot tile
   assert pick("sparsemax") == "chunked"     # streams; never fused on GPU
   assert pick("sparsemax", shape=(1, 1, 196, 196)) == "dense"
 
@@ -185,6 +197,14 @@ def test_gpu_block_rule():
   assert gpu_tile.block_sizes(49, 49, 64) == (64, 64)
   assert (np.prod(gpu_tile.block_sizes(4096, 4096, 256))
           < np.prod(gpu_tile.block_sizes(4096, 4096, 128)))
+  # bf16 at D <= 128: the 128 x 128 tiles measured fastest on an H200, in
+  # both kernels; float32 keeps the smaller starting points.
+  for kernel in ("forward", "backward"):
+    assert gpu_tile.block_sizes(4096, 4096, 128, kernel) == (128, 128)
+    assert gpu_tile.block_sizes(4096, 4096, 128, kernel, jnp.float32) == (
+        (128, 64) if kernel == "forward" else (64, 64))
+    assert gpu_tile.block_sizes(4096, 4096, 256, kernel) == (
+        gpu_tile.block_sizes(4096, 4096, 256, kernel, jnp.float32))
 
 
 def _cuda_target():

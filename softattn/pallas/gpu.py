@@ -11,8 +11,8 @@ attention kernel, and whose backward runs dQ (twice for moments) and dK/dV;
 one head per program, and their blocks follow ``gpu_tile.block_sizes``.
 
 Supported (``unsupported_reason``): what the TPU kernels take, head dims that
-are powers of two (Triton tiles; 64/128/256 are), block sizes that are
-powers of two, and normalizers whose tile math the Triton lowering has rules
+are powers of two and at least 16 (Triton tiles; 64/128/256 are), block
+sizes that are powers of two, and normalizers whose tile math the Triton lowering has rules
 for -- ``erf`` has none, so ``laplace`` (and GELU with ``approximate=False``)
 stay on XLA (``auto`` falls back; forcing ``pallas`` names the reason).
 Mosaic GPU lowers ``erf`` but targets Hopper-only warpgroup kernels with a
@@ -46,9 +46,10 @@ def unsupported_reason(norm, params=None, d: int = 64, dv: int | None = None,
             f"(several passes, or stick-breaking's reverse scan); on GPU use "
             f"implementation='chunked' (it streams there)")
   for name, width in (("head dim", d), ("value head dim", dv or d)):
-    if not gpu_tile.is_pow2(width):
+    if not gpu_tile.is_pow2(width) or width < gpu_tile.MIN_BLOCK:
       return (f"implementation='pallas' on GPU needs a {name} that is a power "
-              f"of two (Triton tiles), got {width}; use {ALTERNATIVES}")
+              f"of two and at least {gpu_tile.MIN_BLOCK} (Triton's dot "
+              f"tiles), got {width}; use {ALTERNATIVES}")
   if blocks is not None and not all(map(gpu_tile.is_pow2, blocks)):
     return (f"implementation='pallas' on GPU needs power-of-two block sizes, "
             f"got chunk sizes {blocks}; use {ALTERNATIVES}")
@@ -149,7 +150,7 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
     kmask = jnp.broadcast_to(mask, (b, mask.shape[1], 1, lk)).astype(jnp.int32)
   cfgs = []
   for kernel in ("forward", "backward"):
-    bq, bk = gpu_tile.block_sizes(lq, lk, d, kernel)
+    bq, bk = gpu_tile.block_sizes(lq, lk, d, kernel, query.dtype)
     bk = forced[0] or bk
     bq = forced[1] or bq
     cfgs.append(tile.Config(

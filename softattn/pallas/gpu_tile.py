@@ -29,14 +29,23 @@ from softattn.modes import MODES
 from softattn.pallas import tile
 
 # The block rule (``block_sizes``). Triton tiles are powers of two and its
-# ``tl.dot`` wants every dimension >= 16. The pairs are the Triton fused
-# attention tutorial's starting points, smaller at D = 256 where a 128-row
-# q tile and its f32 accumulator would crowd the registers: NOT tuned on a
-# GPU (none was lent; ``benchmarks/gpu_kernels.py --blocks BQ BK`` tries
-# others).
+# ``tl.dot`` wants every dimension >= 16 -- the head dims too: on an H200,
+# bf16 kernels with head dim 8 compiled and ran but returned wrong outputs
+# (relative error 1.35; f32 ran right), hence ``gpu.unsupported_reason``.
+#
+# Blocks for 2-byte inputs (bf16/f16) at D <= 128: 128 x 128 in both
+# kernels, measured on an H200 (``benchmarks/README.md``, "Fused GPU
+# kernels"): at L = 4096, D = 128 the forward+backward took 8.5 ms against
+# 13.4 ms with the first rule's (128, 64) forward and (64, 64) backward
+# blocks; (64, 64), (64, 128) and (128, 32) were slower. Measured at D = 128
+# only; D = 64 takes the same tiles (half the registers and shared memory).
+# float32 and D = 256 keep the untuned starting points of the Triton fused
+# attention tutorial: a 128 x 128 f32 tile pair with two pipeline stages
+# would not fit Hopper's shared memory, and neither was timed.
 MIN_BLOCK = 16
 FORWARD_BLOCKS = {64: (128, 64), 128: (128, 64), 256: (64, 32)}
 BACKWARD_BLOCKS = {64: (64, 64), 128: (64, 64), 256: (32, 32)}
+MEASURED_16BIT = {64: (128, 128), 128: (128, 128)}
 
 
 def is_pow2(n: int) -> bool:
@@ -49,9 +58,13 @@ def _fit(block: int, length: int) -> int:
   return min(block, max(MIN_BLOCK, pl.next_power_of_2(length)))
 
 
-def block_sizes(lq: int, lk: int, d: int, kernel: str = "forward"):
-  """``(bq, bk)`` of the GPU kernels for head dim ``d`` (the module rule)."""
+def block_sizes(lq: int, lk: int, d: int, kernel: str = "forward",
+                dtype=jnp.bfloat16):
+  """``(bq, bk)`` of the GPU kernels for head dim ``d`` and input ``dtype``
+  (the module rule)."""
   table = FORWARD_BLOCKS if kernel == "forward" else BACKWARD_BLOCKS
+  if jnp.dtype(dtype).itemsize == 2:
+    table = {**table, **MEASURED_16BIT}
   bq, bk = table[min((k for k in table if k >= d), default=max(table))]
   return _fit(bq, lq), _fit(bk, lk)
 
