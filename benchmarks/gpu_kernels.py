@@ -24,8 +24,10 @@ call. A configuration that fails (out of memory: dense at long L) prints
 its exception's class. The forward's rate in TFLOP/s counts the two
 matmuls, ``4 B H L^2 D`` (no causal saving). Each forward is also checked:
 ``fwd rel err`` is ``||out - ref|| / ||ref||`` against the float32 forward
-on the chunked path from the same inputs (bf16 rounding gives ~3e-3), so a
-fast but wrong kernel shows in the table. Prints a table and writes JSON
+on the chunked path from the same inputs (bf16 rounding gives ~2e-3), and
+``grad rel err`` the worst of dQ, dK and dV of ``sum(out * g)`` (a fixed
+random ``g``) against the same reference, so a fast but wrong kernel shows
+in the table. Prints a table and writes JSON
 to ``--out`` after every row, so a run cut short keeps what it measured.
 Without a GPU it refuses with one line.
 """
@@ -33,6 +35,7 @@ Without a GPU it refuses with one line.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -76,23 +79,44 @@ def _time(fn, args, iters, sample_s=5e-3):
 
 
 def _inputs(length, batch, heads, head_dim):
-  ks = jax.random.split(jax.random.PRNGKey(0), 3)
+  ks = jax.random.split(jax.random.PRNGKey(0), 4)
   shape = (batch, length, heads, head_dim)
-  return tuple(jax.random.normal(kk, shape, jnp.bfloat16) for kk in ks)
+  return tuple(jax.random.normal(kk, shape, jnp.bfloat16) for kk in ks[:3])
+
+
+def _cotangent(shape):
+  """A fixed random output cotangent: the checked gradients are those of
+  ``sum(out * g)``, which unlike ``sum(out)`` exercises every weight."""
+  return jax.random.normal(jax.random.PRNGKey(1), shape, jnp.float32)
+
+
+def _out_and_grads(fwd, q, k, v):
+  g = _cotangent(q.shape[:3] + (v.shape[-1],))
+  loss = lambda q, k, v: jnp.sum(fwd(q, k, v).astype(jnp.float32) * g)  # noqa: E731
+  return (fwd(q, k, v).astype(jnp.float32),
+          jax.grad(loss, argnums=(0, 1, 2))(q, k, v))
 
 
 def reference(normalizer, qkv):
-  """The forward in float32 on the chunked path (it fits at any length),
-  from the same bf16 inputs, at full f32 matmul precision."""
+  """The forward and the gradients of ``sum(out * g)`` in float32 on the
+  chunked path (it fits at any length), from the same bf16 inputs, at full
+  f32 matmul precision."""
   f32 = [x.astype(jnp.float32) for x in qkv]
   with jax.default_matmul_precision("highest"):
-    return jax.jit(_fn(normalizer, "chunked"))(*f32)
+    return jax.jit(functools.partial(_out_and_grads,
+                                     _fn(normalizer, "chunked")))(*f32)
+
+
+def _rel(x, ref):
+  x = jnp.asarray(x, jnp.float32)
+  return float(jnp.linalg.norm(x - ref) / jnp.linalg.norm(ref))
 
 
 def measure(normalizer, impl, length, batch, heads, head_dim, iters,
             blocks=(None, None), ref=None):
-  """Times; ``rel_err``: ||out - ref|| / ||ref|| of the forward (bf16 out
-  against ``ref``, the f32 forward), so a fast wrong kernel shows."""
+  """Times, and with ``ref`` (``reference``'s output) the relative errors
+  ``||x - ref|| / ||ref||`` of the forward (``rel_err``) and of the worst of
+  dQ, dK, dV (``grad_rel_err``), so a fast wrong kernel shows."""
   q, k, v = _inputs(length, batch, heads, head_dim)
   fwd = _fn(normalizer, impl, blocks)
   step = jax.grad(lambda q, k, v: jnp.sum(fwd(q, k, v).astype(jnp.float32)),
@@ -105,8 +129,11 @@ def measure(normalizer, impl, length, batch, heads, head_dim, iters,
     except Exception as e:  # noqa: BLE001  (an OOM is a result here)
       row[label] = type(e).__name__
   if ref is not None and isinstance(row["forward_ms"], float):
-    out = jax.jit(fwd)(q, k, v).astype(jnp.float32)
-    row["rel_err"] = float(jnp.linalg.norm(out - ref) / jnp.linalg.norm(ref))
+    ref_out, ref_grads = ref
+    row["rel_err"] = _rel(jax.jit(fwd)(q, k, v), ref_out)
+    if isinstance(row["fwd_bwd_ms"], float):
+      _, grads = jax.jit(functools.partial(_out_and_grads, fwd))(q, k, v)
+      row["grad_rel_err"] = max(map(_rel, grads, ref_grads))
   return row
 
 
@@ -154,7 +181,7 @@ def main(argv=None):
         f"D={args.head_dim}, bf16, median of {args.iters} (ms)")
   print(f"{'normalizer':>12} {'impl':>8} {'L':>6} {'forward':>9} "
         f"{'fwd+bwd':>9} {'fwd TFLOP/s':>11} {'fwd vs cudnn softmax':>21} "
-        f"{'fwd rel err':>11}")
+        f"{'fwd rel err':>11} {'grad rel err':>12}")
   cudnn = {r["length"]: r["forward_ms"] for r in rows if r["impl"] == "cudnn"}
   for r in sorted(rows, key=lambda r: r["length"]):  # --lengths' order kept
     ref, fwd = cudnn.get(r["length"]), r["forward_ms"]
@@ -165,7 +192,8 @@ def main(argv=None):
             else f"{'-':>11}")
     print(f"{r['normalizer']:>12} {r['impl']:>8} {r['length']:>6} "
           f"{_fmt(fwd)} {_fmt(r['fwd_bwd_ms'])} {rate} {ratio} "
-          f"{r.get('rel_err', float('nan')):11.1e}")
+          f"{r.get('rel_err', float('nan')):11.1e} "
+          f"{r.get('grad_rel_err', float('nan')):12.1e}")
 
 
 if __name__ == "__main__":

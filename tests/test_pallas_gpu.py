@@ -20,6 +20,9 @@ needs a GPU and is not done here.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
+
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -269,3 +272,28 @@ def test_erf_does_not_lower_to_triton():
       cfg, q, k, v, r, None)
   with pytest.raises(NotImplementedError, match="erf"), _cuda_target():
     jax.jit(fwd).trace(x, x, x, rows).lower(lowering_platforms=("cuda",))
+
+
+def _gpu_benchmark():
+  path = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))), "benchmarks", "gpu_kernels.py")
+  spec = importlib.util.spec_from_file_location("gpu_kernels", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_gpu_benchmark_flags_a_fast_wrong_kernel(monkeypatch):
+  """benchmarks/gpu_kernels.py checks every timed path against float32:
+  a right one reads at bf16 rounding, one whose output is 5% off (and so
+  its gradients) reads as wrong (here on CPU, the XLA paths)."""
+  bench = _gpu_benchmark()
+  args = ("softmax", "dense", 64, 1, 2, 16, 2)
+  ref = bench.reference("softmax", bench._inputs(64, 1, 2, 16))
+  right = bench.measure(*args, ref=ref)
+  assert right["rel_err"] < 1e-2 and right["grad_rel_err"] < 1e-2, right
+  exact = bench._fn
+  monkeypatch.setattr(bench, "_fn", lambda *a: (
+      lambda q, k, v: exact(*a)(q, k, v) * 1.05))
+  wrong = bench.measure(*args, ref=ref)
+  assert wrong["rel_err"] > 0.04 and wrong["grad_rel_err"] > 0.04, wrong
