@@ -51,8 +51,8 @@ Paths (``implementation=``):
   from L = 196 (ViT-B/16's tokens: 1.5x in bf16, 1.2x in f32) to 4096
   (7-8x). The rule looks at the sequence lengths, not the batch. On GPU the
   same threshold is kept: on an H200 (bf16, D=128, forward+backward;
-  ``benchmarks/README.md``) the fused kernels beat dense at L = 4096 and
-  only they and chunked run at 16384, but the crossover below 4096 with the
+  ``benchmarks/README.md``) the fused softmax and relu_seqlen beat dense at
+  L = 4096 and only fused and chunked run at 16384, but the crossover below 4096 with the
   measured block sizes was not timed.
 """
 
