@@ -92,7 +92,8 @@ def _cotangent(shape):
 
 def _out_and_grads(fwd, q, k, v):
   g = _cotangent(q.shape[:3] + (v.shape[-1],))
-  loss = lambda q, k, v: jnp.sum(fwd(q, k, v).astype(jnp.float32) * g)  # noqa: E731
+  def loss(q, k, v):
+    return jnp.sum(fwd(q, k, v).astype(jnp.float32) * g)
   return (fwd(q, k, v).astype(jnp.float32),
           jax.grad(loss, argnums=(0, 1, 2))(q, k, v))
 

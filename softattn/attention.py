@@ -29,11 +29,11 @@ Paths (``implementation=``):
   as passes of the pointwise kernel (``pallas/streams.py``) and
   ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score
   tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
-  ``softattn.pallas.gpu``, which also needs power-of-two head dims >= 16 and no
-  ``erf`` in the transform), forward and backward. Takes a key mask and ``is_causal`` (no bias, no
-  per-query mask); ``chunk_size``/``query_chunk_size`` override its block
-  sizes. On CPU it runs the TPU kernels in the Pallas interpreter (slow;
-  for tests).
+  ``softattn.pallas.gpu``, which also needs power-of-two head dims >= 16
+  and no ``erf`` in the transform), forward and backward. Takes a key mask
+  and ``is_causal`` (no bias, no per-query mask);
+  ``chunk_size``/``query_chunk_size`` override its block sizes. On CPU it
+  runs the TPU kernels in the Pallas interpreter (slow; for tests).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
   normalizer (one-pass modes only, no ``stream``) and mask and the scores are larger than
@@ -52,8 +52,8 @@ Paths (``implementation=``):
   (7-8x). The rule looks at the sequence lengths, not the batch. On GPU the
   same threshold is kept: on an H200 (bf16, D=128, forward+backward;
   ``benchmarks/README.md``) the fused softmax and relu_seqlen beat dense at
-  L = 4096 and only fused and chunked run at 16384, but the crossover below 4096 with the
-  measured block sizes was not timed.
+  L = 4096 and only fused and chunked run at 16384, but the crossover below
+  4096 with the measured block sizes was not timed.
 """
 
 from __future__ import annotations
@@ -274,8 +274,8 @@ def _fused_on_tpu(norm, mask, bias, p=None):
 
 def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None):
   """On GPU: the TPU kernels' contract plus the Triton lowering's
-  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims >= 16, no
-  ``erf`` in the tile math)."""
+  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims >= 16,
+  no ``erf`` in the tile math)."""
   from softattn import pallas  # noqa: PLC0415
   from softattn.pallas import gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"

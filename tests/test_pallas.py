@@ -118,7 +118,7 @@ def _dense_f64(name, case, d=D):
     return _run("dense", name, case, jnp.float64, d)
 
 
-def check_f32(name, case, got, d=D):
+def check_f32(name, case, got, dim=D):
   """The fused f32 result ``got`` against dense in float64 (the truth):
   within a few ulps of each array's scale, or, where the normalizer's
   conditioning amplifies rounding past that (sin_max's row sum crosses 0),
@@ -126,7 +126,7 @@ def check_f32(name, case, got, d=D):
   two f32 paths round in different places (the dense path scales q before
   the score matmul, the kernels scale the scores), and on an ill-conditioned
   row either one is as far from the other as from the truth."""
-  truth, dense = _dense_f64(name, case, d), _dense_f32(name, case, d)
+  truth, dense = _dense_f64(name, case, dim), _dense_f32(name, case, dim)
   for label, t, d, g in zip(["out", "dq", "dk", "dv", "dparams"], truth,
                             dense, got):
     assert np.all(np.isfinite(g)), label

@@ -12,11 +12,11 @@ one head per program, and their blocks follow ``gpu_tile.block_sizes``.
 
 Supported (``unsupported_reason``): what the TPU kernels take, head dims that
 are powers of two and at least 16 (Triton tiles; 64/128/256 are), block
-sizes that are powers of two, and normalizers whose tile math the Triton lowering has rules
-for -- ``erf`` has none, so ``laplace`` (and GELU with ``approximate=False``)
-stay on XLA (``auto`` falls back; forcing ``pallas`` names the reason).
-Mosaic GPU lowers ``erf`` but targets Hopper-only warpgroup kernels with a
-different programming model; it is not used here.
+sizes that are powers of two, and normalizers whose tile math the Triton
+lowering has rules for -- ``erf`` has none, so ``laplace`` (and GELU with
+``approximate=False``) stay on XLA (``auto`` falls back; forcing ``pallas``
+names the reason). Mosaic GPU lowers ``erf`` but targets Hopper-only
+warpgroup kernels with a different programming model; it is not used here.
 """
 
 from __future__ import annotations

@@ -39,9 +39,8 @@ from softattn.pallas import tile
 # 13.4 ms with the first rule's (128, 64) forward and (64, 64) backward
 # blocks; (64, 64), (64, 128) and (128, 32) were slower. Measured at D = 128
 # only; D = 64 takes the same tiles (half the registers and shared memory).
-# float32 and D = 256 keep the untuned starting points of the Triton fused
-# attention tutorial: a 128 x 128 f32 tile pair with two pipeline stages
-# would not fit Hopper's shared memory, and neither was timed.
+# float32 (tiles of twice the bytes) and D = 256 keep the untimed starting
+# points of the Triton fused attention tutorial.
 MIN_BLOCK = 16
 FORWARD_BLOCKS = {64: (128, 64), 128: (128, 64), 256: (64, 32)}
 BACKWARD_BLOCKS = {64: (64, 64), 128: (64, 64), 256: (32, 32)}
