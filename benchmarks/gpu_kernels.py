@@ -152,8 +152,8 @@ def main(argv=None):
   ap.add_argument("--iters", type=int, default=20)
   ap.add_argument("--blocks", type=int, nargs=2, default=(None, None),
                   metavar=("BQ", "BK"),
-                  help="pallas query/key blocks (powers of two) instead of "
-                       "softattn.pallas.gpu_tile.block_sizes")
+                  help="pallas query/key blocks (powers of two >= 16) "
+                       "instead of softattn.pallas.gpu_tile.block_sizes")
   ap.add_argument("--impls", nargs="+", default=IMPLS + ("cudnn",),
                   choices=IMPLS + ("cudnn",))
   ap.add_argument("--out", default="benchmarks/results/gpu_kernels.json")

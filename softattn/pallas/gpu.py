@@ -12,8 +12,8 @@ one head per program, and their blocks follow ``gpu_tile.block_sizes``.
 
 Supported (``unsupported_reason``): what the TPU kernels take, head dims that
 are powers of two and at least 16 (Triton tiles; 64/128/256 are), block
-sizes that are powers of two, and normalizers whose tile math the Triton
-lowering has rules for -- ``erf`` has none, so ``laplace`` (and GELU with
+sizes that are too, and normalizers whose tile math the Triton lowering has
+rules for -- ``erf`` has none, so ``laplace`` (and GELU with
 ``approximate=False``) stay on XLA (``auto`` falls back; forcing ``pallas``
 names the reason). Mosaic GPU lowers ``erf`` but targets Hopper-only
 warpgroup kernels with a different programming model; it is not used here.
@@ -50,9 +50,14 @@ def unsupported_reason(norm, params=None, d: int = 64, dv: int | None = None,
       return (f"implementation='pallas' on GPU needs a {name} that is a power "
               f"of two and at least {gpu_tile.MIN_BLOCK} (Triton's dot "
               f"tiles), got {width}; use {ALTERNATIVES}")
-  if blocks is not None and not all(map(gpu_tile.is_pow2, blocks)):
-    return (f"implementation='pallas' on GPU needs power-of-two block sizes, "
-            f"got chunk sizes {blocks}; use {ALTERNATIVES}")
+  # The same tile rule as the head dims: a forced 8-row block would put 8 on
+  # a dot dimension (the weights-times-values dot contracts over the key
+  # block), the shape that ran wrong in bf16.
+  if blocks is not None and not all(
+      gpu_tile.is_pow2(b) and b >= gpu_tile.MIN_BLOCK for b in blocks):
+    return (f"implementation='pallas' on GPU needs power-of-two block sizes "
+            f"of at least {gpu_tile.MIN_BLOCK}, got chunk sizes {blocks}; "
+            f"use {ALTERNATIVES}")
   p = dict(params or {})
   static = {k: v for k, v in p.items() if not _is_array(v)}
   cfg = tile.Config(norm=norm, static_params=tuple(sorted(static.items())),
