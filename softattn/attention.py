@@ -214,7 +214,7 @@ def dot_product_attention(
                      "other paths never materialise the weights)")
   if impl == "auto":
     impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p,
-                 dv=value.shape[-1])
+                 dv=value.shape[-1], blocks=(chunk_size, query_chunk_size))
   if impl == "linear":
     _check_linear(norm, mask, bias, is_causal)
     out = _linear(query, key, value, norm, p, mask, scale)
@@ -247,7 +247,9 @@ def _key_only(mask):
 
 
 def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
-          dv=None):
+          dv=None, blocks=(None, None)):
+  """The path ``"auto"`` picks; ``blocks``: the caller's ``(chunk_size,
+  query_chunk_size)``, which the fused kernels would take as their blocks."""
   b, h, lq, lk = shape
   if return_weights:
     return "dense"
@@ -256,7 +258,7 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
     return "linear"
   if lq * lk > AUTO_PALLAS_MIN_SCORES and (
       _fused_on_tpu(norm, mask, bias, p)
-      or _fused_on_gpu(norm, mask, bias, p, d, dv)):
+      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks)):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
@@ -272,15 +274,17 @@ def _fused_on_tpu(norm, mask, bias, p=None):
           and pallas.unsupported_reason(norm, mask, bias, p) is None)
 
 
-def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None):
+def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None,
+                  blocks=(None, None)):
   """On GPU: the TPU kernels' contract plus the Triton lowering's
-  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims >= 16,
-  no ``erf`` in the tile math)."""
+  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims and
+  forced blocks >= 16, no ``erf`` in the tile math)."""
   from softattn import pallas  # noqa: PLC0415
   from softattn.pallas import gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"
           and pallas.unsupported_reason(norm, mask, bias, p) is None
-          and gpu.unsupported_reason(norm, p, d, dv) is None)
+          and gpu.unsupported_reason(norm, p, d, dv,
+                                     [x for x in blocks if x]) is None)
 
 
 def _check_linear(norm, mask, bias, is_causal):

@@ -177,9 +177,10 @@ def test_gpu_refusals_name_the_reason(on_gpu):
 
 
 def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
-  pick = lambda n, shape=(1, 1, 4096, 4096), d=64, dv=None: (  # noqa: E731
-      attention._auto(N.get(n), shape, d, None, None, False, False,
-                      N.get(n).resolve(None, head_dim=d), dv=dv))
+  def pick(n, shape=(1, 1, 4096, 4096), d=64, dv=None, blocks=(None, None)):
+    return attention._auto(N.get(n), shape, d, None, None, False, False,
+                           N.get(n).resolve(None, head_dim=d), dv=dv,
+                           blocks=blocks)
   assert pick("sigmoid") == "pallas"
   assert pick("softmax", shape=(1, 1, 196, 196)) == "pallas"
   assert pick("softmax", shape=(1, 1, 128, 128)) == "dense"
@@ -187,6 +188,11 @@ def test_auto_picks_the_gpu_kernels_for_what_they_support(on_gpu):
   assert pick("softmax", d=96) == "chunked"  # not a power of two
   assert pick("softmax", dv=96) == "chunked"
   assert pick("softmax", d=8) == "chunked"   # below Triton's dot tile
+  # chunk sizes the caller set are the kernels' blocks: auto takes the fused
+  # path only where they are valid ones.
+  assert pick("softmax", blocks=(64, 32)) == "pallas"
+  assert pick("softmax", blocks=(8, None)) == "chunked"
+  assert pick("softmax", blocks=(64, 24)) == "chunked"
   assert pick("sparsemax") == "chunked"     # streams; never fused on GPU
   assert pick("sparsemax", shape=(1, 1, 196, 196)) == "dense"
 
