@@ -259,11 +259,13 @@ Changes the table led to: `configs/imagenet_resnet50.py` evaluated in
 batches of 1000, which no slice of 16 or more chips divides (its launch on a
 v5e-256 failed in `resolve_config`): now 1024. `configs/i21k_vit.py` gained
 `remat=True` (per-block rematerialisation, unrolled so that XLA's cost
-analysis counts every layer): **ViT-L/16 on a v4-32 at batch 4096 does not
-fit without it** (48.4 GiB per chip against 32 GiB) and fits with it
-(12.9 GiB, at ~1/3 more FLOPs); on a v5e-256 it fits as is. Every other
-config fits its intended slice unchanged, with the FSDP sharding fix
+analysis counts every layer): when this table was first made
+(2026-11-23), **ViT-L/16 on a v4-32 at batch 4096 did not fit without it**
+(48.4 GiB per chip against 32 GiB). Since the fused kernels stopped saving
+padded float32 copies for the backward it fits as is (29.13 GiB, the row
+above), and remat leaves room (9.68 GiB). Every other config fits its
+intended slice unchanged, with the FSDP sharding fix
 (`sharding.gather_for_compute`): before it, ViT-B/16 on a v5e-256 needed
-17.7 GiB per chip (out of memory); now 2.0 GiB.
+17.7 GiB per chip (out of memory); now 1.83 GiB.
 
 """
