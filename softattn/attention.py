@@ -283,8 +283,7 @@ def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None,
   from softattn.pallas import gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"
           and pallas.unsupported_reason(norm, mask, bias, p) is None
-          and gpu.unsupported_reason(norm, p, d, dv,
-                                     [x for x in blocks if x]) is None)
+          and gpu.unsupported_reason(norm, p, d, dv, blocks) is None)
 
 
 def _check_linear(norm, mask, bias, is_causal):

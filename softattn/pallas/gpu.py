@@ -40,7 +40,8 @@ def _is_array(v):
 def unsupported_reason(norm, params=None, d: int = 64, dv: int | None = None,
                        blocks=None) -> str | None:
   """Why the GPU kernels cannot run this normalizer (beyond the TPU
-  wrapper's reasons), or None. ``blocks``: forced ``(bq, bk)``."""
+  wrapper's reasons), or None. ``blocks``: forced ``(bq, bk)``; a None
+  entry is left to ``gpu_tile.block_sizes``."""
   if norm.mode not in wrapper.MODES:  # threshold passes, stick-breaking scan
     return (f"normalizer {norm.name!r} fuses on the TPU kernels only "
             f"(several passes, or stick-breaking's reverse scan); on GPU use "
@@ -53,10 +54,10 @@ def unsupported_reason(norm, params=None, d: int = 64, dv: int | None = None,
   # The same tile rule as the head dims: a forced 8-row block would put 8 on
   # a dot dimension (the weights-times-values dot contracts over the key
   # block), the shape that ran wrong in bf16.
-  if blocks is not None and not all(
-      gpu_tile.is_pow2(b) and b >= gpu_tile.MIN_BLOCK for b in blocks):
+  forced = [b for b in blocks or () if b]
+  if not all(gpu_tile.is_pow2(b) and b >= gpu_tile.MIN_BLOCK for b in forced):
     return (f"implementation='pallas' on GPU needs power-of-two block sizes "
-            f"of at least {gpu_tile.MIN_BLOCK}, got chunk sizes {blocks}; "
+            f"of at least {gpu_tile.MIN_BLOCK}, got chunk sizes {forced}; "
             f"use {ALTERNATIVES}")
   p = dict(params or {})
   static = {k: v for k, v in p.items() if not _is_array(v)}
@@ -144,7 +145,7 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   forced = (chunk_size, query_chunk_size or chunk_size)
-  reason = unsupported_reason(norm, p, d, dv, [x for x in forced if x])
+  reason = unsupported_reason(norm, p, d, dv, forced)
   if reason:
     raise ValueError(reason)
   static, arrays = wrapper._split_params(norm, p, (b, h, lq, lk))
