@@ -94,10 +94,14 @@ LR01 = "lr01_1ep"
 # by up to ~2x, and "faster" needs a ratio above that.
 CONTROL_OVERHEAD = 2.0
 END = paper_fraction(1.0, 10, "Table 1 compares end points after 10 epochs")
-# Models not run at 10 epochs here (G, H): the same budget, and why.
+# Models not run at 10 epochs here (G, H): the same budget, and why. The
+# cost: their 1-epoch runs' core-seconds (G ~207, H ~165) times D's and F's
+# measured 10-to-1-epoch ratio (7.2-7.4), 3 seeds each.
 END_NOT_RUN = Requirement("not run here at the paper's 10 epochs (CPU "
-                          "budget); Table 1 compares end points after 10 "
-                          "epochs", "epochs", 10.0)
+                          "budget: G and H x 3 seeds are ~2.3 CPU "
+                          "core-hours, 80-95 min on 2 cores); Table 1 "
+                          "compares end points after 10 epochs", "epochs",
+                          10.0)
 # Only for claims on the weights' own statistics (at the N(0, 0.02) init
 # they already match the paper's numbers). It no longer gates the "~ B"
 # claims: B's weights move 43 % in 1 epoch while its attention branch stays
@@ -123,11 +127,16 @@ def needs_attention(*models) -> tuple[Requirement, ...]:
   return (precondition(
       "sanity.B_branch_matters", "the attention branch must carry B's "
       "accuracy: without it, settings that differ only in their attention "
-      "(heads, layers) agree by construction"),) + tuple(precondition(
-          f"sanity.{m}_beats_noattn", f"{m} must beat the attention-free "
-          "baseline: without it its attention branch is inert and the two "
-          "sides are both the Dense head on the pixels, equal by "
-          "construction") for m in models)
+      "(heads, layers) agree by construction"),) + beats_noattn(*models)
+
+
+def beats_noattn(*models) -> tuple[Requirement, ...]:
+  """Each model must beat the attention-free baseline."""
+  return tuple(precondition(
+      f"sanity.{m}_beats_noattn", f"{m} must beat the attention-free "
+      "baseline: without it its attention branch is inert and the two sides "
+      "are both the Dense head on the pixels, equal by construction")
+               for m in models)
 
 
 def sel(label, part="models"):
@@ -154,6 +163,8 @@ LABELS = ["control", *"ABCDEFGH", NOATTN]
 TEN_EPOCHS = {"A": "models_10ep", "B": "models_10ep", "C": "models_10ep",
               "D": "df_10ep", "E": "e_10ep", "F": "df_10ep",
               "B, no skip, separate optimizers": "separate_10ep",
+              "single head": "single_10ep",
+              "B, separate optimizers": "separate_skip_10ep",
               NOATTN: "noattn_10ep"}
 
 
@@ -340,23 +351,29 @@ def _claims() -> list[Claim]:
       # Margins ±2, not ±1: the paper's own gaps (1.57 and 1.29 points)
       # exceed ±1, so ±1 would contradict the paper's own numbers; ±2 is
       # the smallest whole-point margin that covers them.
+      # Not gated on the sanity claims (decided before its 10-epoch runs):
+      # the single-head model has BN and D has not, so the two sides differ
+      # beyond their attention and are not equal by construction.
       Claim("app.single_equal_D", "a single head is about as good as many: "
             "single ~ D (±2 points)", "Appendix", "80.09 vs 81.66", ACCURACY,
-            sel("single head"), sel("D"), "~", margin=2.0,
-            min_budget=(Requirement(
-                "not run here at 10 epochs (CPU budget); the appendix's "
-                "single-head accuracy is an end point after 10 epochs, "
-                "compared with Table 1's D", "epochs", 10.0),
-                        *needs_attention("D")), section="app"),
+            sel("single head", "single_10ep"), sel("D", "df_10ep"), "~",
+            margin=2.0, min_budget=(Requirement(
+                "the appendix's single-head accuracy is an end point after "
+                "10 epochs, compared with Table 1's D", "epochs", 10.0),),
+            section="app"),
+      # Gated on B beating the attention-free baseline only, not on B's
+      # branch carrying its accuracy: the separate arm trains its attention
+      # weights at lr 0.1, so it is not B's inert branch by construction.
+      # (Decided after the 10-epoch runs, which moved it 2 points above B.)
       Claim("app.separate_equal_B", "separate optimizers give no relevant "
             "gain: ~ B (±2 points; a Fashion-MNIST analog on model B)",
             "Appendix (CIFAR-10, 8 heads x 4 layers)", "43.10 vs 41.81",
-            ACCURACY, sel("B, separate optimizers"), sel("B"), "~",
-            margin=2.0, min_budget=(Requirement(
+            ACCURACY, sel("B, separate optimizers", "separate_skip_10ep"),
+            sel("B", "models_10ep"), "~", margin=2.0, min_budget=(Requirement(
                 "the appendix measures this on CIFAR-10 (8 heads x 4 "
                 "layers, after 10 epochs); ours is a Fashion-MNIST analog "
-                "on model B, not run here at 10 epochs (CPU budget)",
-                "epochs", 10.0), *needs_attention("B")), section="app"),
+                "on model B at the same length", "epochs", 10.0),
+                *beats_noattn("B")), section="app"),
       # Not gated on the sanity claims: without skip nothing carries the
       # pixels past the attention branch, so it is not B by construction.
       Claim("app.noskip_separate_equal_B", "without skip, separate "

@@ -13,11 +13,12 @@ optimizers, 10 epochs x 3 seeds) and the attention-free baseline
 Dense head on the pixels, 1 epoch x 2 seeds / 10 epochs x 3 seeds); the
 opt-in ``control`` (the VGG control: ``CONTROL=1``); the focus parts
 ``df_10ep`` (D and F at 10 epochs x 3 seeds, paired with ``models_10ep``'s
-B), ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F) and
+B), ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F), ``single_10ep``
+and ``separate_skip_10ep`` (the appendix's single head and B on separate
+optimizers at 10 epochs x 3 seeds, paired with D and B) and
 ``control_step`` (the control for 1 step x 3 seeds: its cost per train
 step, for the Conclusion's "faster training"; no accuracy claim reads it).
-The claims
-(the paper's numbers, metrics, selections, ``CLAIMS``) are data in
+The claims (the paper's numbers, metrics, selections, ``CLAIMS``) are data in
 ``claims.py``; the prose is ``RESULTS.md.tmpl``, written by hand; this
 module declares, as data, the tables, plots and facts it names.
 
@@ -78,6 +79,11 @@ FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
          "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
          "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
+         # The appendix's single head and B on separate optimizers, at its
+         # 10 epochs (compared with D and B at 10 epochs).
+         "single_10ep": "part=models,epochs=10,variants=none,extras=single,"
+                        "seeds=3",
+         "separate_skip_10ep": "part=separate,epochs=10,skips=skip,seeds=3",
          # The control's cost per train step (1 step x 3 seeds, 0.05 epochs
          # = ceil(0.73) steps): what time.faster_than_control reads.
          claims.CONTROL_STEP: "part=control,control_epochs=0.05,"
@@ -441,6 +447,8 @@ FACTS = {
                                              {"model.skip": False}),
     "ten_epochs": _ten_epoch_design,
     "separate_10ep": lambda runs, _: _design(runs, "separate_10ep"),
+    "single_10ep": lambda runs, _: _design(runs, "single_10ep"),
+    "separate_skip_10ep": lambda runs, _: _design(runs, "separate_skip_10ep"),
     "noattn": lambda runs, _: _design(runs, "noattn"),
     "noattn_10ep": lambda runs, _: _design(runs, "noattn_10ep"),
     "control": lambda runs, _: _design(runs, "control"),
@@ -452,6 +460,12 @@ FACTS = {
     "gap": _gap, "bn_vs_noattn": _bn_vs_noattn, "times": _times,
     "noskip_zero": _noskip_zero, "first_steps": _first_steps,
     "branch_min": lambda runs, _: f"{BRANCH_MIN:g}",
+    # What removing the attention branch costs (probes.branch_effect).
+    **{f"branch_{key}": (lambda runs, _, w=sel(lab, part): render.cell(
+        runs, w, claims.BRANCH)) for key, lab, part in (
+            ("B", "B", "models_10ep"),
+            ("separate", "B, separate optimizers", "separate_skip_10ep"),
+            ("single", "single head", "single_10ep"))},
 }
 
 STUDY = studies.Study(

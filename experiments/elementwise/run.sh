@@ -15,7 +15,10 @@
 # seeds, its cost per step (3 runs, 40 run-minutes on a machine shared
 # with two other trainings, ~12 GB each; measured 2026-11-26), and
 # lr01_1ep, B on Adam lr 0.1 for every weight, 1 epoch x 3 seeds (3 runs,
-# 5 run-minutes with --parallel=1; measured 2026-11-26); the full
+# 5 run-minutes with --parallel=1; measured 2026-11-26); single_10ep and
+# separate_skip_10ep, the appendix's single head and B on separate
+# optimizers at 10 epochs x 3 seeds (6 runs, 45 run-minutes, 26 minutes
+# with --parallel=2; measured 2026-11-26); the full
 # VGG control only with CONTROL=1 (+42 min alone,
 # ~12 GB). Then the export's checkpoint probes (~7 minutes), runs.csv,
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).

@@ -59,14 +59,17 @@ The paper's length on a subset (``report.py``'s ``STUDY`` declares the
 parts; ``run.sh`` runs them): the claims one epoch cannot settle -- A and C
 collapse with BN, B without skip trains on separate optimizers, and (the
 focus parts ``df_10ep`` and ``e_10ep``) D ~ B, F ~ B and "BN hurts at 4
-layers", E < F -- at 10 epochs x 3 seeds, B or F as their paired
-reference (a 10-epoch run takes 10-25 minutes; see ``run.sh`` for the
-measured totals):
+layers", E < F, and (``single_10ep``, ``separate_skip_10ep``) the
+appendix's single head ~ D and B on separate optimizers ~ B -- at 10
+epochs x 3 seeds, B, D or F as their paired reference (a 10-epoch run
+takes 5-25 minutes; see ``run.sh`` for the measured totals):
 
   sweep.py:part=models,epochs=10,variants=ABC,extras=false,seeds=3
   sweep.py:part=separate,epochs=10,skips=noskip,seeds=3
   sweep.py:part=models,epochs=10,variants=DF,extras=false,seeds=3
   sweep.py:part=models,epochs=10,variants=E,extras=false,seeds=3
+  sweep.py:part=models,epochs=10,variants=none,extras=single,seeds=3
+  sweep.py:part=separate,epochs=10,skips=skip,seeds=3
 
 The attention-free baseline (``layers=0``: model B's recipe with no
 attention layer, the Dense head on the pixels), which every "~ B" claim
@@ -84,9 +87,12 @@ without a third seed for every other setting of ``part=models``.
 Args (``sweep.py:<k>=<v>,...``): ``part``, ``scale``, ``dataset`` (full:
 fashion_mnist|cifar10), ``seeds``, ``epochs`` (reduced; full is 10),
 ``control_epochs``, ``control_seeds``; ``variants`` (part=models: which of
-A-H, e.g. ``ABC``), ``extras`` (part=models: also the single-head and
-no-skip models; default true), ``skips`` (part=separate: ``both``, ``skip``
-or ``noskip``), ``layers`` (part=models: override every model's number of
+A-H, e.g. ``ABC``, or ``none`` for the extras alone), ``extras``
+(part=models: also the single-head and no-skip models: ``true``, the
+default, both; ``single`` or ``noskip``, one; ``false``, neither; the
+appendix's single head at the paper's length is
+``part=models,epochs=10,variants=none,extras=single,seeds=3``),
+``skips`` (part=separate: ``both``, ``skip`` or ``noskip``), ``layers`` (part=models: override every model's number of
 attention layers; 0 = attention-free; default -1, the presets'),
 ``noskip_seeds`` (part=models: seeds of the no-skip model; default
 ``seeds``), ``lr`` (Adam's learning rate on every weight; default the
@@ -108,20 +114,27 @@ VARIANTS = list("ABCDEFGH")
 ATTN_GROUP = dict(pattern="(x|y)_weights", name="adam", base_lr=0.1)
 # part=separate: which of model B with / without the skip connection.
 SKIPS = {"both": [True, False], "skip": [True], "noskip": [False]}
+# part=models: which extra models (besides Table 1's A-H) a part holds.
+EXTRAS = {"true": ("single", "noskip"), "false": (), "single": ("single",),
+          "noskip": ("noskip",)}
 
 
 def _arg(arg):
   a = configlib.parse_arg(arg, part="models", scale="reduced",
                           dataset="fashion_mnist", seeds=0, epochs=1.0,
                           control_epochs=0.0, control_seeds=0,
-                          variants="".join(VARIANTS), extras=True,
+                          variants="".join(VARIANTS), extras="true",
                           skips="both", layers=-1, noskip_seeds=0, lr=1e-3)
   if a.part not in PARTS:
     raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
+  if a.extras not in EXTRAS:
+    raise ValueError(f"extras={a.extras!r}; use one of {', '.join(EXTRAS)}")
+  a.variants = "" if a.variants == "none" else a.variants
   bad = sorted(set(a.variants) - set(VARIANTS))
-  if bad or not a.variants:
+  if bad or not (a.variants or EXTRAS[a.extras]):
     raise ValueError(f"variants={a.variants!r}; use letters of "
-                     f"{''.join(VARIANTS)}, e.g. variants=ABC")
+                     f"{''.join(VARIANTS)}, e.g. variants=ABC (or "
+                     "variants=none with extras=single or noskip)")
   if a.skips not in SKIPS:
     raise ValueError(f"skips={a.skips!r}; use one of {', '.join(SKIPS)}")
   if a.layers >= 0 and a.part != "models":
@@ -208,8 +221,9 @@ def get_sweep(arg=None):
   if a.part == "separate":
     return grid.product(grid.sweep("model.skip", SKIPS[a.skips]), seeds)
   archs = [_arch(v, *PRESETS[v]) for v in VARIANTS if v in a.variants]
-  if a.extras:
+  if "single" in EXTRAS[a.extras]:
     archs.append(_arch("A", 1, 2, True, 0))             # single head
+  if "noskip" in EXTRAS[a.extras]:
     archs.append({**_arch("B", *PRESETS["B"]), "model.skip": False})
   archs = [{**o, "model.skip": o.get("model.skip", True)} for o in archs]
   if a.layers >= 0:
