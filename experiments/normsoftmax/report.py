@@ -34,6 +34,7 @@ claims = studies.load_module(os.path.join(HERE, "claims.py"))
 SM, SQ, INF, FOCUS = claims.SM, claims.SQ, claims.INF, claims.FOCUS
 BUDGETS, FOCUS_STEPS, LOSS_LONG = (claims.BUDGETS, claims.FOCUS_STEPS,
                                    claims.LOSS_LONG)
+LOSS_2EP = claims.LOSS_2EP_STEPS
 sel, long, lsel = claims.sel, claims.long, claims.lsel
 SHORT = {SM: "sm", SQ: "nsm-sqrtd", INF: "nsm-inf",
          "normsoftmax_learnable": "f1 (learnable w)",
@@ -126,8 +127,8 @@ TABLES = {
                    "ours, 2-epoch parts"],
                   [(f"{lab} cross-entropy", [
                       " / ".join(f"{x:.2f}" for x in paper), acc(lsel(lab)),
-                      acc(lsel(lab, True)) if lab in ("nsm-inf", "sm")
-                      else "-"]) for lab, paper in claims.PAPER_LOSS.items()]),
+                      acc(lsel(lab, True))])
+                   for lab, paper in claims.PAPER_LOSS.items()]),
     "diag": Table(["", "steps", "std end / first", "std peak / end",
                    "entropy max - min", "entropy at end", "step ms"],
                   [(f"{SHORT[n]}, {where['part']}", [
@@ -188,10 +189,10 @@ def _epochs(part):
 FACTS = {
     "budgets": _design(sel(SM, BUDGETS)), "variants": _design(sel("logitnorm")),
     "focus": _design({"part": FOCUS}), "loss": _design({"part": "loss"}),
-    "loss_2ep": _design({"part": LOSS_LONG["loss"]}),
+    "loss_2ep": _design({"part": tuple(LOSS_LONG)}),
     "ablations": _design({"part": (claims.NO_WARMUP, claims.SGDM)}),
     "epochs": _epochs("attention"), "epochs_focus": _epochs(FOCUS),
-    "epochs_loss": _epochs("loss"), "epochs_2ep": _epochs(LOSS_LONG["loss"]),
+    "epochs_loss": _epochs("loss"), "epochs_2ep": _epochs("loss_2ep"),
     "shrink": lambda runs, _: render.cell(runs, sel(SM), Metric(
         "decay", "value/decay_shrink", 100.0, digits=1)),
     "classes": lambda runs, _: str(_num_classes("loss")),
@@ -207,10 +208,14 @@ STUDY = studies.Study(
            "loss_softmax": "part=loss_softmax",
            "loss_logitnorm": "part=loss_logitnorm"},
     focus={FOCUS: f"part=attention,subset=focus,steps={FOCUS_STEPS}",
-           LOSS_LONG["loss"]: "part=loss,subset=focus,"
-                              f"steps={claims.LOSS_2EP_STEPS}",
-           LOSS_LONG["loss_softmax"]: "part=loss_softmax,subset=focus,"
-                                      f"steps={claims.LOSS_2EP_STEPS}",
+           # Table 4's four rows at 2 epochs (LOSS_LONG).
+           "loss_2ep": f"part=loss,subset=focus,steps={LOSS_2EP}",
+           "loss_softmax_2ep": f"part=loss_softmax,subset=focus,"
+                               f"steps={LOSS_2EP}",
+           "loss_nsm1_2ep": f"part=loss,subset=focus,steps={LOSS_2EP},"
+                            "gamma=1",
+           "loss_logitnorm_2ep": f"part=loss_logitnorm,subset=focus,"
+                                 f"steps={LOSS_2EP}",
            **{p: f"part=attention,subset={p}"
               for p in (claims.NO_WARMUP, claims.SGDM)}},
     fields=("model.normalizer", "total_steps", "optimizer.weight_decay",

@@ -52,9 +52,10 @@ Scales:
 
 Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``
 (``all``, or ``focus``: at one budget of ``steps``, for part=attention
-softmax, NSM-sqrt(d) and NSM-inf; for part=loss NSM-inf only, for
-part=loss_softmax its baseline; or, part=attention only, ``no_warmup`` /
-``sgdm``: Fig. 3b's optimization ablations, below).
+softmax, NSM-sqrt(d) and NSM-inf; for part=loss the NSM loss at one
+``gamma``, default inf; for part=loss_softmax and part=loss_logitnorm
+their loss; or, part=attention only, ``no_warmup`` / ``sgdm``: Fig. 3b's
+optimization ablations, below).
 
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``attention_1200`` focus part; ``run.sh`` runs it):
@@ -67,7 +68,11 @@ Table 4's short-training claim at a tenth of its 20 epochs
 and ``part=loss_softmax,subset=focus,steps=1875`` -- NSM-inf and softmax
 cross-entropy for 2 epochs of batch 64 x 3 seeds, 6 runs, 18 run-minutes
 of wall time, ~9 minutes with ``--parallel=2`` (measured: runs.csv's
-``wall_s``).
+``wall_s``); Table 4's other two rows at the same length
+(``loss_nsm1_2ep``, ``loss_logitnorm_2ep``):
+``part=loss,subset=focus,steps=1875,gamma=1`` and
+``part=loss_logitnorm,subset=focus,steps=1875``, 6 runs, 30 run-minutes,
+~17 minutes with ``--parallel=2`` (measured 2026-11-26).
 Fig. 3b's optimization ablations beside weight decay:
 ``part=attention,subset=no_warmup`` and ``subset=sgdm`` -- softmax and
 NSM-inf at the main sweep's longest budget (reduced: 200 steps) without
@@ -103,7 +108,8 @@ ABLATIONS = {"no_warmup": {"schedule.warmup_steps": 0},
 
 def _arg(arg):
   a = configlib.parse_arg(arg, part="attention", scale="reduced", seeds=0,
-                          variant_seeds=0, subset="all", steps=1200)
+                          variant_seeds=0, subset="all", steps=1200,
+                          gamma=float("inf"))
   if a.subset not in ("all", "focus", *ABLATIONS):
     raise ValueError(f"subset={a.subset!r}; use subset=all, subset=focus, "
                      "subset=no_warmup or subset=sgdm")
@@ -114,6 +120,11 @@ def _arg(arg):
     raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
+  if a.gamma != float("inf") and (a.part, a.subset) != ("loss", "focus"):
+    raise ValueError(f"gamma={a.gamma:g} picks the NSM loss's gamma of "
+                     "part=loss,subset=focus; the other parts sweep theirs")
+  if not a.gamma > 0:
+    raise ValueError(f"gamma={a.gamma:g}; use a positive gamma, e.g. gamma=1")
   full = a.scale == "full"
   a.seeds = a.seeds or (1 if full else 3)
   a.variant_seeds = a.variant_seeds or (a.seeds if full else 2)
@@ -216,7 +227,7 @@ def get_sweep(arg=None):
       lengths = [{"total_steps": a.steps,
                   "schedule.warmup_steps": max(a.steps // 15, 1),
                   "eval_every": a.steps // 4}]
-      gammas = [float("inf")]
+      gammas = [a.gamma]
     losses = (grid.sweep("loss.gamma", gammas) if a.part == "loss"
               else [{}])
     return grid.product(losses, lengths, seeds)

@@ -73,7 +73,10 @@ TABLES = {
                 for m in ("GFLOP/step", "core-seconds")]],
         [(h, [x for s in study.SIZES for x in (
             _gflops(h, s), Cell(sel(relu_n(1.0, h), s), CORE_S))])
-         for h in study.ACTS]),
+         for h in study.ACTS] +
+        [(f"{h} (`{claims.SPEED_PART}`)", [x for s in study.SIZES for x in (
+            _gflops(h, s), Cell(sel(relu_n(1.0, h), s, claims.SPEED_PART),
+                                CORE_S))]) for h in ("relu", "relu6")]),
     "gate": Table(
         ["normalizer", "qk-LN on", "qk-LN off", "gated",
          "gated train FLOPs", "not gated train FLOPs", "gated core-s",
@@ -186,7 +189,7 @@ STUDY = studies.Study(
           "scale",
     paper="../shared/papers/relu-attention-wortsman2023.txt",
     spec=claims.SPEC, parts={"main": ""},
-    focus={FOCUS: "subset=focus,steps=1000"},
+    focus={FOCUS: "subset=focus,steps=1000", claims.SPEED_PART: "subset=speed"},
     fields=("model.normalizer", "model.width", "model.qk_layernorm",
             "model.gated"),
     values={"train_flops": train_flops}, claims=claims.CLAIMS,

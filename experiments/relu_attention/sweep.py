@@ -48,12 +48,17 @@ Scales:
 
 Args: ``scale``, ``steps`` (reduced, 200), ``seeds`` (extra-seed runs, 3),
 ``subset`` (``all``, or ``focus``: the ``SEEDED`` normalizers on the
-medium model only, ``seeds`` seeds).
+medium model only, ``seeds`` seeds; or ``speed``: relu/n and relu6/n at
+alpha 1 on both sizes, ``seeds`` seeds, so that their core-seconds come
+from one session: relu6/n's ``main`` runs were made in a later one).
 
 The run set that spends extra CPU where it can settle a claim (``report.py``
 declares it as the ``medium_1000`` focus part; ``run.sh`` runs it):
 ``subset=focus,steps=1000`` -- the medium model at 5x the budget, 21 runs,
-35 minutes with ``--parallel=2`` (measured 2026-11-23). The extra seeds
+35 minutes with ``--parallel=2`` (measured 2026-11-23); ``subset=speed``
+-- relu/n and relu6/n at alpha 1 together (``speed_relu6``), 12 runs, 11
+run-minutes, ~5 minutes with ``--parallel=2`` (measured 2026-11-26). The
+extra seeds
 (``SEEDED`` and ``AT_ALPHA_1`` at 3 seeds on both sizes) are part of the
 141 main runs.
 """
@@ -83,8 +88,9 @@ AT_ALPHA_1 = [relu_n(1.0, h) for h in ACTS if h not in ("relu", "identity")]
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", steps=200, seeds=3,
                           subset="all")
-  if a.subset not in ("all", "focus"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all or subset=focus")
+  if a.subset not in ("all", "focus", "speed"):
+    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=focus or "
+                     "subset=speed")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   return a
@@ -134,6 +140,10 @@ def get_sweep(arg=None):
   if a.subset == "focus":
     return grid.product(_sizes(a, ["medium"]), grid.sweep(
         "model.normalizer", SEEDED), grid.sweep("seed", list(range(a.seeds))))
+  if a.subset == "speed":
+    return grid.product(_sizes(a), grid.sweep("model.normalizer", [
+        relu_n(1.0), relu_n(1.0, "relu6")]), grid.sweep(
+            "seed", list(range(a.seeds))))
   norms = ["softmax"] + [relu_n(al, h) for h in ACTS for al in ALPHAS]
   fig2 = grid.product(_sizes(a), grid.sweep("model.normalizer", norms),
                       grid.fixed("seed", 0))
