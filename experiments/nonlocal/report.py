@@ -7,7 +7,8 @@ r"""The scaled non-local study (Cho et al. 2022): probes, what RESULTS.md shows.
 focus part, 4 seeds x ~1 epoch on Table 2's init claims; the
 ``paper_defaults`` focus part, the paper's own setting where ``main``
 differs: scaled NL with He, Tables 1 and 2 at 1 head; the ``unscaled``
-focus part, Sec. 3.1's block without the scaling factor, 3 seeds; the
+focus part, Sec. 3.1's block without the scaling factor, 3 seeds, and
+``unscaled_32px``, the same at the paper's 16x16 stage-2 maps; the
 ``embed_reduction`` focus part, Fig. 2's embedding channel reduction at 4
 heads, 3 seeds), the
 claims of ``claims.py`` (the paper's claims as data) and, as data, the
@@ -210,7 +211,10 @@ TABLES = {
     "s31": Table(["runs", "diverged", "finished", "declared"], [
         ("scaled NL, every part", _count({NL + "normalizer": "scaled"})),
         ("NL without softmax or scaling, 4 heads, He (`unscaled`)",
-         _count({"part": UNSCALED_PART}))]),
+         _count({"part": UNSCALED_PART})),
+        ("the same on 32x32 inputs: 16x16 stage-2 maps, the paper's "
+         f"(`{claims.UNSCALED_32_PART}`)",
+         _count({"part": claims.UNSCALED_32_PART}))]),
     "fig2": Table(["block", "ours 32 channels (`main`)",
                    f"ours {EMBED} channels (`{EMBED_PART}`)"],
                   [(LABEL[b], [err(sel(4, b)), err(embed_sel(b))])
@@ -268,16 +272,19 @@ def _sigma0_same(runs, _):
   return " and ".join(out)
 
 
-def _unscaled_diverged(runs, _):
-  """"0/3": the unscaled part's runs that diverged, of those that ended."""
-  rs = [r for r in studies.select(runs, {"part": UNSCALED_PART})
-        if r.done or r.diverged]
-  return f"{sum(r.diverged for r in rs)}/{len(rs)}"
+def _diverged(part):
+  """"0/3": the part's runs that diverged, of those that ended."""
+  def fact(runs, _):
+    rs = [r for r in studies.select(runs, {"part": part})
+          if r.done or r.diverged]
+    return f"{sum(r.diverged for r in rs)}/{len(rs)}"
+  return fact
 
 
 FACTS = {
     "main": _design("main"), "focus": _design(FOCUS),
     "paper": _design(PAPER_PART), "unscaled": _design(UNSCALED_PART),
+    "unscaled_32": _design(claims.UNSCALED_32_PART),
     "embed": _design(EMBED_PART),
     "epochs": lambda runs, _: render.epoch_range(runs),
     "epochs_focus": lambda runs, _: render.epoch_range(
@@ -287,7 +294,8 @@ FACTS = {
     "steps_main": lambda runs, _: render.steps(runs, {"part": "main"}),
     "steps_focus": lambda runs, _: render.steps(runs, {"part": FOCUS}),
     "settings_agree": _settings_agree, "sigma0_same": _sigma0_same,
-    "unscaled_diverged": _unscaled_diverged,
+    "unscaled_diverged": _diverged(UNSCALED_PART),
+    "unscaled_32_diverged": _diverged(claims.UNSCALED_32_PART),
 }
 
 STUDY = studies.Study(
@@ -298,6 +306,8 @@ STUDY = studies.Study(
     parts={"main": ""}, focus={FOCUS: "subset=init,steps=940,seeds=4",
                                PAPER_PART: "subset=paper",
                                UNSCALED_PART: "subset=unscaled",
+                               claims.UNSCALED_32_PART:
+                                   "subset=unscaled,size=32",
                                EMBED_PART: "subset=embed"},
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": lambda r: (lambda s: 1000.0 / s if s else None)(

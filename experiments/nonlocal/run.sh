@@ -8,6 +8,8 @@
 # 27 runs, 20 run-minutes, ~10 minutes; all measured 2026-11-23/24) and
 # `unscaled` (Sec. 3.1's block without the scaling factor, 4 heads, He,
 # 3 seeds x 300 steps: 5 run-minutes, measured 2026-11-24) and
+# `unscaled_32px` (the same on 32x32 inputs, the paper's 16x16 stage-2
+# maps: 10 run-minutes, measured 2026-11-26) and
 # `embed_reduction` (Fig. 2: NL and scaled NL embedding to 8 of 32
 # channels, 4 heads, 3 seeds x 300 steps: 11 run-minutes, measured
 # 2026-11-26 at --parallel=1 beside another study's runs); then

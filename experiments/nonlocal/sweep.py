@@ -67,6 +67,10 @@ block without softmax and without the 1/sqrt(HW) factor
 He init (the scaled block's init in the paper), 3 seeds at ``steps``:
 does it diverge where the scaled block does not? 3 runs, 5 run-minutes of
 wall time (``runs.csv``'s ``wall_s``, measured 2026-11-24).
+``subset=unscaled,size=32`` (the ``unscaled_32px`` focus part): the same on
+inputs resized to 32x32, so that stage 2's maps are the paper's 16x16
+(HW = 256); 3 runs, 10 run-minutes, ~7 minutes with ``--parallel=2``
+(measured 2026-11-26).
 
 ``subset=embed`` (``report.py``'s ``embed_reduction`` focus part): Fig. 2's
 embedding channel reduction: NL and scaled NL at 4 heads, sigma 0.01, with
