@@ -446,12 +446,10 @@ FACTS = {
     "models_noskip": lambda runs, _: _design(runs, "models",
                                              {"model.skip": False}),
     "ten_epochs": _ten_epoch_design,
-    "separate_10ep": lambda runs, _: _design(runs, "separate_10ep"),
-    "single_10ep": lambda runs, _: _design(runs, "single_10ep"),
-    "separate_skip_10ep": lambda runs, _: _design(runs, "separate_skip_10ep"),
-    "noattn": lambda runs, _: _design(runs, "noattn"),
-    "noattn_10ep": lambda runs, _: _design(runs, "noattn_10ep"),
-    "control": lambda runs, _: _design(runs, "control"),
+    # One part's budget, named as the part.
+    **{p: (lambda runs, _, p=p: _design(runs, p)) for p in (
+        "separate_10ep", "single_10ep", "separate_skip_10ep", "noattn",
+        "noattn_10ep", "control")},
     "control_minutes": _minutes,
     "control_step": _control_step,
     "attention_per_step": _attention_per_step,

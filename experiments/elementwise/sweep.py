@@ -92,8 +92,9 @@ A-H, e.g. ``ABC``, or ``none`` for the extras alone), ``extras``
 default, both; ``single`` or ``noskip``, one; ``false``, neither; the
 appendix's single head at the paper's length is
 ``part=models,epochs=10,variants=none,extras=single,seeds=3``),
-``skips`` (part=separate: ``both``, ``skip`` or ``noskip``), ``layers`` (part=models: override every model's number of
-attention layers; 0 = attention-free; default -1, the presets'),
+``skips`` (part=separate: ``both``, ``skip`` or ``noskip``), ``layers``
+(part=models: override every model's number of attention layers; 0 =
+attention-free; default -1, the presets'),
 ``noskip_seeds`` (part=models: seeds of the no-skip model; default
 ``seeds``), ``lr`` (Adam's learning rate on every weight; default the
 paper's 1e-3; the Conclusion's "increasing the learning rate to 0.1 caused

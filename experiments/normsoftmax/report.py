@@ -189,7 +189,7 @@ def _epochs(part):
 FACTS = {
     "budgets": _design(sel(SM, BUDGETS)), "variants": _design(sel("logitnorm")),
     "focus": _design({"part": FOCUS}), "loss": _design({"part": "loss"}),
-    "loss_2ep": _design({"part": tuple(LOSS_LONG)}),
+    "loss_2ep": _design({"part": tuple(LOSS_LONG.values())}),
     "ablations": _design({"part": (claims.NO_WARMUP, claims.SGDM)}),
     "epochs": _epochs("attention"), "epochs_focus": _epochs(FOCUS),
     "epochs_loss": _epochs("loss"), "epochs_2ep": _epochs("loss_2ep"),

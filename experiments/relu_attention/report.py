@@ -76,7 +76,8 @@ TABLES = {
          for h in study.ACTS] +
         [(f"{h} (`{claims.SPEED_PART}`)", [x for s in study.SIZES for x in (
             _gflops(h, s), Cell(sel(relu_n(1.0, h), s, claims.SPEED_PART),
-                                CORE_S))]) for h in ("relu", "relu6")]),
+                                CORE_S))])
+         for h in ("relu", *claims.LATER_SESSION)]),
     "gate": Table(
         ["normalizer", "qk-LN on", "qk-LN off", "gated",
          "gated train FLOPs", "not gated train FLOPs", "gated core-s",
