@@ -5,7 +5,7 @@ expectation that fails when prose and data part, unknown names."""
 import pytest
 
 from softattn import studies
-from softattn.runstate import State
+from softattn.runstate import FailureKind, State
 from softattn.studies import plotspec, render, template
 from softattn.studies.template import TemplateError
 
@@ -34,6 +34,7 @@ TABLE = render.Table(["part", "accuracy", "note"], [
 
 def context(**kw):
   verdicts = studies.judge_all(CLAIMS, RUNS)
+  kw.setdefault("runs", RUNS)
   return template.Context(
       claims=CLAIMS, verdicts=verdicts, fixed={"rule": studies.RULE},
       tables={"t": TABLE.markdown(RUNS)}, cells={"t": TABLE.cells(RUNS)},
@@ -71,9 +72,11 @@ def test_expectations_render_to_nothing_and_drop_their_own_lines():
      r"confirmed, contradicted, inconclusive, not testable here"),
     ("{{estimate:later}}", r"claim 'later' has no estimate"),
     ("{{verdict:nope}}", r"unknown claim 'nope'; valid: down, later, up"),
-    ("{{tabel:t}}", r"unknown placeholder \{\{tabel:...\}\}; valid: cell, "
-     r"estimate, expect, fact, image, n, p, result, table, verdict, "
-     r"verdicts, \{\{generated\}\}"),
+    ("{{tabel:t}}", r"unknown placeholder \{\{tabel:...\}\}; valid: budget, "
+     r"cell, design, diverged, epochs, estimate, expect, fact, image, n, p, "
+     r"result, seeds, steps, table, verdict, verdicts, \{\{generated\}\}"),
+    ("{{design:c}}", r"selection 'c' matches no run; parts: a, b"),
+    ("{{steps:part=a,=1}}", r"selection 'part=a,=1': write a part name"),
     ("{{table:u}}", r"unknown table 'u'; valid: t"),
     ("{{cell:t/c/accuracy}}", r"unknown cell of table 't' 'c/accuracy'; "
      r"valid: a/accuracy, a/note"),
@@ -85,6 +88,23 @@ def test_failures_are_one_line_naming_the_template_line(text, match):
   with pytest.raises(TemplateError, match=match) as e:
     template.fill(text, context(), source="RESULTS.md.tmpl")
   assert "\n" not in str(e.value)
+
+
+def test_budget_kinds_read_the_selected_runs():
+  runs = RUNS + [run("c", s, 0.1, skip=s == 0) for s in range(3)]
+  runs[-1].state, runs[-1].kind = State.FAILED, FailureKind.NONFINITE
+  ctx = context(runs=runs)
+  for r in runs:
+    r.total_steps = 300 if r.part == "c" else 100
+  assert template.where("part=c,skip=false,depth=2|4") == {
+      "part": "c", "skip": False, "depth": (2, 4)}
+  out = template.fill(
+      "{{design:a}}; {{budget:part=c,skip=false}}; {{steps:*}}; "
+      "{{epochs:a}}; {{seeds:part=a|b}}; {{diverged:c}}", ctx)
+  assert out == ("100 steps (1 epoch) x 3 seeds; 1 epoch x 2 seeds; "
+                 "100/300; 1; 3; 1/3")
+  # Unchecked (synthetic reports): an empty selection is not an error.
+  assert template.fill("{{steps:zzz}}", context(check=False)) == "?"
 
 
 def test_unchecked_context_skips_only_the_expectations():

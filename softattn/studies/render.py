@@ -220,7 +220,7 @@ def from_template(path: str, template_path: str, *, data: str,
                             "template)")
   name = os.path.basename(template_path)
   ctx = template.Context(
-      claims=claims, verdicts=verdicts, fixed={
+      claims=claims, verdicts=verdicts, runs=runs, fixed={
           "generated": f"Generated from the hand-written `{name}` and the "
                        f"per-run data in `{data}`;\ndo not edit by hand (edit "
                        f"the template). Regenerate from that file alone:"

@@ -15,8 +15,15 @@ placeholders ``{{kind:argument}}``:
   ("+3.38 [+3.14, +3.62]"), ``{{result:ID}}`` (both: "confirmed (+3.38
   [+3.14, +3.62])"), ``{{p:ID}}``, ``{{n:ID}}``: one claim's verdict;
 * ``{{image:NAME}}``: a plot the study declares (``plotspec.Plot``);
+* ``{{design:WHERE}}`` ("300 steps (0.32 epoch) x 3 seeds"),
+  ``{{budget:WHERE}}`` ("10 epochs x 3 seeds"), ``{{steps:WHERE}}``
+  ("200/1200"), ``{{epochs:WHERE}}`` ("0.11-0.43"), ``{{seeds:WHERE}}``
+  ("3") and ``{{diverged:WHERE}}`` ("0/3" of the runs that ended): the
+  declared budget of the runs ``WHERE`` selects, read from ``runs.csv``.
+  ``WHERE`` is a part name (``main``), ``*`` (every run) or settings
+  ``part=models,model.skip=false`` (``a|b``: either value);
 * ``{{fact:NAME}}``: a string the study computes from the runs (a number
-  no table or verdict holds, e.g. run-minutes per part);
+  no table, verdict or budget holds);
 * ``{{expect:ID=WORD}}`` (``WORD`` a label, or several joined by ``|``),
   ``{{expect:ID<0}}`` / ``{{expect:ID>0}}`` (the whole 95 % CI below /
   above 0): render to nothing, and fail with the template line when the
@@ -36,6 +43,7 @@ from typing import Callable, Mapping, Sequence
 from softattn.studies import claims as claims_lib
 from softattn.studies import render
 from softattn.studies.claims import Claim, Verdict
+from softattn.studies.runs import Run, select
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::([^{}]*))?\}\}")
 
@@ -52,12 +60,14 @@ class Context:
   ``rule``), already rendered; ``tables``: name -> markdown and name ->
   {(row, column): cell}; ``images``: name -> markdown; ``facts``: name ->
   text; ``shown``: the claim ids a verdicts table has shown so far;
+  ``runs``: what the budget kinds (``design``, ``steps``, ...) read;
   ``check=False`` skips the expectations and writes "no estimate" where
   the prose names an estimate the rule did not give (a report from
   synthetic runs, or before the runs, which the prose does not describe).
   """
   claims: Sequence[Claim]
   verdicts: Mapping[str, Verdict]
+  runs: Sequence[Run] = ()
   fixed: Mapping[str, str] = dataclasses.field(default_factory=dict)
   tables: Mapping[str, str] = dataclasses.field(default_factory=dict)
   cells: Mapping[str, Mapping[tuple[str, str], str]] = \
@@ -125,6 +135,56 @@ def _cell(ctx: Context, arg: str) -> str:
                {f"{r}/{c}": x for (r, c), x in cells.items()})
 
 
+def _value(text: str):
+  """A setting's value as ``runs.csv`` reads it: bool, None, int, float
+  or the string itself."""
+  low = text.strip().lower()
+  if low in ("true", "false", "none"):
+    return {"true": True, "false": False, "none": None}[low]
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text.strip()
+
+
+def where(arg: str) -> dict:
+  """``main`` -> ``{"part": "main"}``; ``*`` -> every run;
+  ``part=models,model.skip=false`` -> ``{"part": "models", "model.skip":
+  False}``; ``model.normalizer=a|b`` matches either."""
+  arg = arg.strip()
+  if arg == "*":
+    return {}
+  if "=" not in arg:
+    return {"part": arg}
+  out = {}
+  for item in arg.split(","):
+    key, sep, val = item.partition("=")
+    if not (sep and key.strip()):
+      raise TemplateError(f"selection {arg!r}: write a part name, * or "
+                          "key=value,key=value")
+    vals = tuple(_value(v) for v in val.split("|"))
+    out[key.strip()] = vals if len(vals) > 1 else vals[0]
+  return out
+
+
+def _selected(ctx: Context, arg: str) -> list[Run]:
+  """The runs ``arg`` selects; with ``check``, at least one."""
+  rs = select(ctx.runs, where(arg))
+  if not rs and ctx.check:
+    parts = sorted({r.part for r in ctx.runs})
+    raise TemplateError(f"selection {arg!r} matches no run; parts: "
+                        f"{', '.join(parts) or '(no runs)'}")
+  return rs
+
+
+def _diverged(ctx: Context, arg: str) -> str:
+  """"1/3": runs that diverged, of those that ended (finished or not)."""
+  rs = [r for r in _selected(ctx, arg) if r.done or r.diverged]
+  return f"{sum(r.diverged for r in rs)}/{len(rs)}"
+
+
 _EXPECT = re.compile(r"^\s*([^=<>\s]+)\s*(=|<|>)\s*(.+?)\s*$")
 
 
@@ -169,6 +229,13 @@ KINDS: dict[str, Callable[[Context, str], str]] = {
     "n": lambda ctx, a: str(_verdict(ctx, a).n),
     "image": lambda ctx, a: _pick("image", a.strip(), ctx.images),
     "fact": lambda ctx, a: _pick("fact", a.strip(), ctx.facts),
+    "design": lambda ctx, a: render.design(_selected(ctx, a), {}),
+    "budget": lambda ctx, a: render.design(_selected(ctx, a), {},
+                                           length="epochs"),
+    "steps": lambda ctx, a: render.steps(_selected(ctx, a)),
+    "epochs": lambda ctx, a: render.epoch_range(_selected(ctx, a)),
+    "seeds": lambda ctx, a: render.seeds(_selected(ctx, a)),
+    "diverged": _diverged,
     "expect": _expect,
 }
 FIXED = ("generated", "summary", "runs", "rule")
