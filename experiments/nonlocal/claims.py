@@ -1,14 +1,7 @@
-r"""The scaled non-local study's claims as data (Cho et al. 2022).
-
-The paper's constants with their refs (Tables 1-3: test error %, memory,
-step time), the metrics the claims read (step time, XLA memory and FLOPs,
-Fig. 1's vertical-line statistic, divergence), the selections (``sel``,
-``paper_sel``: a setting of ``sweep.py``'s runs by part), and ``CLAIMS``:
-every claim of the paper (Tables 1-4, Figs. 1-2, Sec. 3.1's divergence, the
-abstract's robustness to init) with its relation and the budget it is
-judged at, with the paper's wording for it (``BUDGET_TABLE``). The rule that
-judges them is ``softattn.studies.claims.RULE``; ``report.py`` renders them
-(probes, sections of RESULTS.md, ``STUDY``).
+r"""The scaled non-local study's claims as data (Cho et al. 2022): the
+paper's numbers, the metrics and run selections the claims read, ``CLAIMS``
+(Tables 1-4, Figs. 1-2, Sec. 3.1, the abstract) and the budget each is
+judged at, in the paper's words (``BUDGET_TABLE``).
 """
 
 from __future__ import annotations
@@ -25,10 +18,12 @@ NL = "model.nl_blocks."
 LABEL = {"softmax": "NL", "scaled": "scaled NL"}
 FOCUS = "init_1ep"
 MAIN_STEPS, FOCUS_STEPS = 300, 940     # sweep.py: `main`, `init_1ep` (~1 epoch)
-# Sec. 3.1's block without the scaling factor (``sweep.py:subset=unscaled``),
-# named as the sweep declares it so selections match its runs.
-UNSCALED = studies.load_module(os.path.join(HERE, "sweep.py")).UNSCALED
-UNSCALED_PART = "unscaled"
+SWEEP = studies.load_module(os.path.join(HERE, "sweep.py"))
+# Sec. 3.1's block without the scaling factor (``sweep.py:subset=unscaled``)
+# and Fig. 2's embedding width (``subset=embed``), as the sweep declares
+# them so that selections match its runs.
+UNSCALED, EMBED = SWEEP.UNSCALED, SWEEP.EMBED
+UNSCALED_PART, EMBED_PART = "unscaled", "embed_reduction"
 # The same block on 32x32 inputs: stage-2 maps of 16x16, the paper's size
 # (CIFAR-10), where the unscaled output grows by sqrt(HW) = 16.
 UNSCALED_32_PART = "unscaled_32px"
@@ -40,11 +35,6 @@ SEC31_LENGTH = paper_fraction(
     0.1, 164, "Sec. 3.1's divergence is over the paper's 164-epoch "
     "training; a run that does not diverge within ours could still diverge "
     "later")
-# Fig. 2's embedding channel reduction (``sweep.py:subset=embed``): the
-# `main` 4-head blocks with theta/phi/g embedding to EMBED of stage 2's
-# 32 channels.
-EMBED = studies.load_module(os.path.join(HERE, "sweep.py")).EMBED
-EMBED_PART = "embed_reduction"
 
 # Cho et al. 2022, test error % (CIFAR-10 / CIFAR-100), PreResNet-56 + 3 NL.
 # The 0-head cells are one merged cell per row in the paper and garbled in
@@ -371,12 +361,10 @@ _FIXED = ("a property of the configuration (XLA's memory plan or FLOP "
 BUDGET_TABLE = (
     ("*.1ep*", Budget((FOCUS_STEPS,), _END + f"our longer budget, "
                       f"{FOCUS_STEPS} steps (`{FOCUS}`)")),
-    ("t2.nl_normal_beats_he", Budget((FOCUS_STEPS,), _END + "our longer "
-                                     f"budget (`{FOCUS}`)")),
-    ("t2.scaled_he_best", Budget((FOCUS_STEPS,), _END + "our longer budget "
-                                 f"(`{FOCUS}`)")),
-    ("t3.*memory*", Budget((MAIN_STEPS,), _FIXED + "the `main` runs")),
-    ("t3.*flops*", Budget((MAIN_STEPS,), _FIXED + "the `main` runs")),
+    *[(cid, Budget((FOCUS_STEPS,), _END + f"our longer budget (`{FOCUS}`)"))
+      for cid in ("t2.nl_normal_beats_he", "t2.scaled_he_best")],
+    *[(cid, Budget((MAIN_STEPS,), _FIXED + "the `main` runs"))
+      for cid in ("t3.*memory*", "t3.*flops*")],
     ("t3.*time*", Budget((MAIN_STEPS,), "Table 3: ms per batch, a rate "
                          "(no training stage), measured over the `main` "
                          "runs")),

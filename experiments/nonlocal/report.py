@@ -32,9 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
 NL, LABEL, sel = claims.NL, claims.LABEL, claims.sel
-HEADS = (0, 1, 2, 4, 8)
-BLOCKS = ("softmax", "scaled")
-MODES = ("base", "magnitude", "direction")
+HEADS = (0, *claims.SWEEP.HEADS)             # 0: no NL block
+BLOCKS, MODES = claims.SWEEP.BLOCKS, ("base", *claims.SWEEP.MODES)
 
 
 def train_step_memory_mb(config, batch=128):
@@ -236,12 +235,12 @@ STUDY = studies.Study(
     title="Scaled non-local blocks (Cho et al. 2022): reproduction at "
           "reduced scale",
     paper="../shared/papers/scaled-nonlocal-cho2022.txt", spec=SPEC,
-    parts={"main": ""}, focus={claims.FOCUS: "subset=init,steps=940,seeds=4",
-                               claims.PAPER_PART: "subset=paper",
-                               claims.UNSCALED_PART: "subset=unscaled",
-                               claims.UNSCALED_32_PART:
-                                   "subset=unscaled,size=32",
-                               claims.EMBED_PART: "subset=embed"},
+    parts={"main": ""}, focus={
+        claims.FOCUS: f"subset=init,steps={claims.FOCUS_STEPS},seeds=4",
+        claims.PAPER_PART: "subset=paper",
+        claims.UNSCALED_PART: "subset=unscaled",
+        claims.UNSCALED_32_PART: "subset=unscaled,size=32",
+        claims.EMBED_PART: "subset=embed"},
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": lambda r: (lambda s: 1000.0 / s if s else None)(
         studies.median_train("steps_per_sec")(r))},

@@ -1,8 +1,6 @@
-r"""Scaled non-local study (Cho et al. 2022): Tables 1-3 as one sweep.
-
-Paper: Cho et al. 2022, "Rethinking Efficacy of Softmax for Lightweight Non-
-Local Neural Networks".
-Setup as below. One declaration, two scales:
+r"""Scaled non-local study (Cho et al. 2022, "Rethinking Efficacy of Softmax
+for Lightweight Non-Local Neural Networks"): Tables 1-3 as one sweep, two
+scales.
 
 * ``scale=full`` (for a GPU/TPU user): PreResNet-56 on CIFAR-10 (or
   ``dataset=cifar100``), 3 NL blocks with 4 heads in the second residual
@@ -16,69 +14,34 @@ Setup as below. One declaration, two scales:
   the /10 drops at 50% and 75% of the steps (the paper's 81/164, 122/164),
   pad-2 crop + flip, 3 seeds. At 28x28 and batch 128 one step is 27.5
   GFLOP (XLA's count), ~6 hours for the 51 runs on 2 cores; at 16x16 and
-  batch 64 it is 3.3-4.0 GFLOP (XLA's count, ``flops_per_step`` in
-  ``runs.csv``): ~58 TFLOP for the 51 runs of ``main``: 55 run-minutes of
-  wall time (``runs.csv``'s ``wall_s``), ~36 minutes on 2 cores with
-  ``--parallel=2`` (measured).
+  batch 64 it is 3.3-4.0 GFLOP (``flops_per_step`` in ``runs.csv``).
 
-Runs (``seed`` x):
+``subset=all`` (part ``main``): heads 0 (no NL block) and 1/2/4/8 for the
+NL (``softmax``) and scaled NL (``scaled``) blocks (Table 3), magnitude- /
+direction-only (Table 1) and He / sigma 0 init (Table 2) at 4 heads; the
+4-head base run (sigma 0.01) serves all three: 17 settings x 3 seeds.
+The focus parts (``report.py``; measured cost in ``run.sh``):
 
-* Table 3: heads 0 (PreResNet without NL blocks) and 1/2/4/8 for the NL
-  block (``softmax``) and the scaled NL block (``scaled``);
-* Table 1: ``mode`` magnitude-only / direction-only, both blocks, 4 heads;
-* Table 2: ``init`` He / zeros (sigma 0), both blocks, 4 heads.
-
-The 4-head base run (mode ``base``, init ``normal`` = sigma 0.01) serves all
-three tables. Reduced: 17 settings x 3 seeds = 51 runs.
+* ``subset=init`` (``init_1ep``, at ``steps=940,seeds=4``, ~1 epoch):
+  Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads;
+* ``subset=paper`` (``paper_defaults``): the paper's own setting where
+  ``all`` differs (its Table 1-2 base cells equal its 1-head Table 3 cells:
+  it runs them at 1 head, scaled NL with He): scaled NL with He at 1 and 2
+  heads, Table 1's modes and Table 2's inits at 1 head (9 settings);
+* ``subset=unscaled`` (``unscaled``; with ``size=32``, ``unscaled_32px``,
+  the paper's 16x16 stage-2 maps): Sec. 3.1's block without softmax and
+  without 1/sqrt(HW) (``UNSCALED``), 4 heads, He;
+* ``subset=embed`` (``embed_reduction``): Fig. 2's theta/phi/g embedding to
+  ``EMBED`` = 8 of stage 2's 32 channels, both blocks, 4 heads.
 
   python -m softattn.sweep run experiments/nonlocal/sweep.py --workdir=workdirs/nonlocal
   python experiments/nonlocal/report.py --workdir=workdirs/nonlocal
   python -m softattn.sweep launch experiments/nonlocal/sweep.py:scale=full --print ...
 
-(``bash experiments/nonlocal/run.sh`` runs the first two.)
-
 Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
 (full: cifar10|cifar100), ``seeds`` (default 3 reduced / 10 full),
 ``steps`` (reduced: 300), ``batch`` (reduced: 64), ``size`` (reduced image
-side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (``all``;
-``init``: only Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads;
-``paper``: the paper's own defaults where ``all`` differs from them, see
-below; ``unscaled`` and ``embed``: the focus parts below).
-
-The paper's Table 1 and 2 base cells equal its 1-head Table 3 cells, and
-scaled NL's base is its He column: the paper runs scaled NL with He init
-and Tables 1 and 2 at 1 head, where ``all`` uses sigma 0.01 for both
-blocks and 4 heads. ``subset=paper`` adds those settings (the rest are in
-``all``): scaled NL with He at 1 and 2 heads (4 heads is in Table 2),
-magnitude-only / direction-only at 1 head (NL sigma 0.01, scaled NL He),
-and NL He / sigma 0 and scaled NL sigma 0 at 1 head: 9 settings x 3 seeds
-(``report.py``'s ``paper_defaults`` focus part; 20 run-minutes of wall
-time, ~10 minutes with ``--parallel=2``, measured 2026-11-24).
-
-The run set that spends extra CPU where it can settle a claim (``report.py``
-declares it as the ``init_1ep`` focus part; ``run.sh`` runs it):
-``subset=init,steps=940,seeds=4`` -- 16 runs of ~1 epoch (940 x 64
-images): 37 run-minutes of wall time (``runs.csv``'s ``wall_s``; 2.1-2.6
-minutes a run), ~20 minutes with ``--parallel=2`` (measured).
-
-``subset=unscaled`` (``report.py``'s ``unscaled`` focus part): Sec. 3.1's
-block without softmax and without the 1/sqrt(HW) factor
-(``relu_seqlen(alpha=0, act=identity)``: the scores as weights), 4 heads,
-He init (the scaled block's init in the paper), 3 seeds at ``steps``:
-does it diverge where the scaled block does not? 3 runs, 5 run-minutes of
-wall time (``runs.csv``'s ``wall_s``, measured 2026-11-24).
-``subset=unscaled,size=32`` (the ``unscaled_32px`` focus part): the same on
-inputs resized to 32x32, so that stage 2's maps are the paper's 16x16
-(HW = 256); 3 runs, 10 run-minutes, ~7 minutes with ``--parallel=2``
-(measured 2026-11-26).
-
-``subset=embed`` (``report.py``'s ``embed_reduction`` focus part): Fig. 2's
-embedding channel reduction: NL and scaled NL at 4 heads, sigma 0.01, with
-theta/phi/g embedding to ``EMBED`` = 8 of stage 2's 32 channels (2 per
-head), 3 seeds at ``steps``; ``main``'s 4-head runs are the full-width
-partners. 6 runs, 11 run-minutes of wall time (``runs.csv``'s
-``wall_s``, measured 2026-11-26 at ``--parallel=1`` on the shared 2-core
-machine, another study training beside it).
+side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (above).
 """
 
 from ml_collections import config_dict
@@ -170,19 +133,17 @@ def get_sweep(arg=None):
   a = _arg(arg)
   nl = "model.nl_blocks."
   seed = grid.sweep("seed", list(range(a.seeds)))
+  four = grid.fixed(nl + "heads", 4)
+  at4 = lambda *f: grid.product(grid.sweep(nl + "normalizer", BLOCKS), four,
+                                *f, seed)    # both blocks at 4 heads
   if a.subset == "init":
-    return grid.product(grid.sweep(nl + "normalizer", BLOCKS),
-                        grid.fixed(nl + "heads", 4),
-                        grid.sweep(nl + "init", ["he", "normal"]), seed)
+    return at4(grid.sweep(nl + "init", ["he", "normal"]))
   if a.subset == "unscaled":
     # He: the paper's init for the scaled block this one is the ablation of.
-    return grid.product(grid.fixed(nl + "normalizer", UNSCALED),
-                        grid.fixed(nl + "heads", 4),
+    return grid.product(grid.fixed(nl + "normalizer", UNSCALED), four,
                         grid.fixed(nl + "init", "he"), seed)
   if a.subset == "embed":
-    return grid.product(grid.sweep(nl + "normalizer", BLOCKS),
-                        grid.fixed(nl + "heads", 4),
-                        grid.fixed(nl + "embed_channels", EMBED), seed)
+    return at4(grid.fixed(nl + "embed_channels", EMBED))
   if a.subset == "paper":
     block = lambda b: grid.fixed(nl + "normalizer", b)
     one = grid.fixed(nl + "heads", 1)
@@ -202,10 +163,5 @@ def get_sweep(arg=None):
                        grid.fixed(nl + "normalizer", "softmax"), seed)
   table3 = grid.product(grid.sweep(nl + "normalizer", BLOCKS),
                         grid.sweep(nl + "heads", HEADS), seed)
-  table1 = grid.product(grid.sweep(nl + "normalizer", BLOCKS),
-                        grid.fixed(nl + "heads", 4),
-                        grid.sweep(nl + "mode", MODES), seed)
-  table2 = grid.product(grid.sweep(nl + "normalizer", BLOCKS),
-                        grid.fixed(nl + "heads", 4),
-                        grid.sweep(nl + "init", INITS), seed)
-  return grid.chain(no_nl, table3, table1, table2)
+  return grid.chain(no_nl, table3, at4(grid.sweep(nl + "mode", MODES)),
+                    at4(grid.sweep(nl + "init", INITS)))
