@@ -53,7 +53,11 @@ def train_step_memory_mb(config, batch=128):
   y = jax.ShapeDtypeStruct((batch,), jnp.int32)
   compiled = jax.jit(jax.grad(loss, has_aux=True)).lower(
       shapes["params"], shapes.get("batch_stats", {}), x, y).compile()
-  return memory.memory_analysis_bytes(compiled) / 2 ** 20
+  planned = memory.memory_analysis_bytes(compiled)
+  if planned is None:
+    raise RuntimeError("XLA gave no memory_analysis() for the train step "
+                       "on this backend; write memory.json on CPU")
+  return planned / 2 ** 20
 
 
 def memory_table(cache) -> dict[tuple[int, str], float]:
