@@ -197,8 +197,7 @@ def _last_gap(runs) -> float:
 
 
 def _farthest(runs, _) -> str:
-  gaps = _entropy_gaps(runs)
-  x, n, k = max(((x, n, k) for n, g in gaps.items()
+  x, n, k = max(((x, n, k) for n, g in _entropy_gaps(runs).items()
                  for k, x in enumerate(g)), key=lambda t: t[0])
   return f"{n}'s block {k} ({x:.3f} nats)"
 
