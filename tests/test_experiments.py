@@ -445,6 +445,17 @@ def test_periodic_from_csv(tmp_path):
       study_mod.claims.NORMAL_TAIL, rel=1e-4)
   run.series["train/diag/a/score_q99"] = [[1, 4.0], [2, 12.0]]
   assert study_mod.score_tail_ratio(run) > study_mod.claims.NORMAL_TAIL + 0.5
+  # The break-down step: the divergence step, or the first logged step after
+  # which train accuracy never again exceeds twice chance (20 %).
+  assert study_mod.break_step(next(r for r in runs if r.diverged)) == 7
+  broke = next(r for r in runs if r.get("model.normalizer") == "cos_max")
+  for curve, step in (([[10, 0.5], [20, 0.3], [30, 0.1], [40, 0.15]], 30),
+                      ([[10, 0.1], [20, 0.15]], 10),
+                      ([[10, 0.1], [20, 0.5]], None)):   # back above: none
+    broke.series["train/accuracy"] = curve
+    assert study_mod.break_step(broke) == step, curve
+  assert study_mod.break_step(next(                  # did not break
+      r for r in runs if r.get("model.normalizer") == "softmax")) is None
   # The frame share is not the paper's object boundary: no verdict.
   assert v["fig7.boundary"].word == studies.NOT_TESTABLE
   assert "object/content boundary" in v["fig7.boundary"].reason

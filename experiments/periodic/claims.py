@@ -1,21 +1,8 @@
-r"""The periodic-softmax study's claims as data (Wang et al. 2021).
-
-The paper's constants with their refs (Table 2: CIFAR-100 accuracy % per
-normalizer and depth), the parts the claims are judged on (``main``, the
-``depth4_long`` focus part, the 1-epoch ``breakdown_1ep`` part), the metrics
-the claims read (break-down, gradient saturation, local gradient, input
-tail ratio, border share of attention), the requirement that a break-down
-needs "the early stages" of 50 epochs (``EARLY_STAGES``), the selection
-``sel`` (a setting of ``sweep.py``'s runs by part), and ``CLAIMS``: every
-claim of the paper (Table 2 per depth and Sec. 4's pre-normalization text;
-the depth trend; break-downs; gradient saturation and Fig. 2's input
-distribution; Fig. 7's attention maps; Table 1 / Sec. 3 / Fig. 4's
-properties of the formulas, declared not testable by training) with its
-relation, the settings a general claim covers (``BD_COVERS``: a
-break-down at every depth) and the budget each is judged at, with the
-paper's wording for it (``BUDGET_TABLE``). The rule that judges them is
-``softattn.studies.claims.RULE``; ``report.py`` renders them (probes,
-sections of RESULTS.md, ``STUDY``).
+r"""The periodic-softmax study's claims as data (Wang et al. 2021): Table 2
+(``PAPER``), the metrics the claims read, the settings a general claim
+covers, ``CLAIMS`` and the budget each is judged at, with the paper's
+wording (``BUDGET_TABLE``). ``softattn.studies.claims.RULE`` judges them;
+``report.py`` renders them.
 """
 
 from __future__ import annotations
@@ -107,25 +94,21 @@ def paper_mean(depth):
 
 def _claims() -> list[Claim]:
   c = []
+  # Each depth follows its own Table 2 cell (at depth 4 the norm versions
+  # of sin_softmax and sin2_max_shifted are ahead); Sec. 4's text reading is
+  # the pooled claim below.
   for d in DEPTHS:
-    for n in (SIN2, SIN):
-      c.append(Claim(f"t2.{n}_gt_softmax.d{d}", f"depth {d}: {n} > softmax",
-                     "Table 2", f"{_paper_at(n, d)} vs {_paper_at(SM, d)}",
-                     ACCURACY, sel(n, d), sel(SM, d), ">", section="t2"))
-    c.append(Claim(f"t2.prenorm_softmax_gt.d{d}", f"depth {d}: "
-                   "prenorm(softmax) > softmax", "Table 2",
-                   f"{_paper_at(pre(SM), d)} vs {_paper_at(SM, d)}",
-                   ACCURACY, sel(pre(SM), d), sel(SM, d), ">", section="t2"))
-    # Each depth follows its own Table 2 cell (at depth 4 the norm
-    # versions are ahead); Sec. 4's text reading is the pooled claim below.
-    for n in (SIN, SIN2):
-      rel = "<" if PAPER[pre(n)][PAPER_DEPTHS.index(d)] < \
-          PAPER[n][PAPER_DEPTHS.index(d)] else ">"
-      c.append(Claim(f"t2.prenorm_{n}.d{d}", f"depth {d}: "
-                     f"prenorm({n}) {rel} {n} (Table 2 cell)", "Table 2",
-                     f"{_paper_at(pre(n), d)} vs {_paper_at(n, d)}",
-                     ACCURACY, sel(pre(n), d), sel(n, d), rel,
-                     section="t2"))
+    for cid, a, b, note in (
+        (f"{SIN2}_gt_softmax", SIN2, SM, ""),
+        (f"{SIN}_gt_softmax", SIN, SM, ""),
+        ("prenorm_softmax_gt", pre(SM), SM, ""),
+        (f"prenorm_{SIN}", pre(SIN), SIN, " (Table 2 cell)"),
+        (f"prenorm_{SIN2}", pre(SIN2), SIN2, " (Table 2 cell)")):
+      i = PAPER_DEPTHS.index(d)
+      rel = "<" if PAPER[a][i] < PAPER[b][i] else ">"
+      c.append(Claim(f"t2.{cid}.d{d}", f"depth {d}: {a} {rel} {b}{note}",
+                     "Table 2", f"{_paper_at(a, d)} vs {_paper_at(b, d)}",
+                     ACCURACY, sel(a, d), sel(b, d), rel, section="t2"))
   # Sec. 4: sin2-max-shifted and sin-softmax "cannot get benefits from
   # pre-normalization ... [their norm versions] decrease slightly": read
   # once, over all depths, since Table 2's own depth-4 cells disagree.
@@ -283,6 +266,9 @@ FORMULA = [
 # epochs and reports Table 2's end points; every budget here is early in
 # that, so its orderings are judged as early-training readings at the
 # budget each claim names.
+_CENSORED = (": a break-down at any of our lengths is one; its absence "
+             "needs 1 epoch (`EARLY_STAGES`), shorter runs without one are "
+             "censored")
 _T2 = ("Table 2: end points after the paper's 50 epochs, read at the "
        "budget the claim names (an early-training reading)")
 BUDGET_TABLE = (
@@ -294,14 +280,9 @@ BUDGET_TABLE = (
                     "steps")),
     ("bd.stable", Budget((MAIN_STEPS, BD_STEPS, FOCUS_STEPS), "Table 2 "
                          "caption: break-downs happen \"in the early "
-                         "stages\": a break-down at any of our lengths is "
-                         "one; its absence needs 1 epoch (`EARLY_STAGES`), "
-                         "shorter runs without one are censored")),
+                         f"stages\"{_CENSORED}")),
     ("bd.*break*", Budget((MAIN_STEPS, BD_STEPS), "Table 2 caption: "
-                          "\"breaks down in the early stages\": a "
-                          "break-down at any of our lengths is one; its "
-                          "absence needs 1 epoch (`EARLY_STAGES`), shorter "
-                          "runs without one are censored")),
+                          f"\"breaks down in the early stages\"{_CENSORED}")),
     ("bd.siren_max", Budget((MAIN_STEPS, BD_STEPS), "Table 2: siren_max "
                             "breaks down (\"in the early stages\", as the "
                             "caption's others)")),

@@ -1,22 +1,18 @@
 r"""Periodic alternatives to softmax (Wang et al. 2021): the LeViT-style demo.
 
 Paper: Wang et al. 2021, "Escaping the Gradient Vanishing: Periodic
-Alternatives of Softmax in Attention Mechanism", arXiv 2108.07153.
-Setup as below; model: ``softattn.models.levit_demo``
-(stem of three stride-2 convs -> 16 tokens, pre-LN blocks with ReLU on q, k,
-v, weights ``f(q.k / sqrt(d_head))``, mean pool, linear head). Runs:
+Alternatives of Softmax in Attention Mechanism", arXiv 2108.07153. Model:
+``softattn.models.levit_demo`` (stem of three stride-2 convs -> 16 tokens,
+pre-LN blocks with ReLU on q, k, v, weights ``f(q.k / sqrt(d_head))``, mean
+pool, linear head). Runs, every one logging per-layer diagnostics (input
+quantiles, saturated fraction |dw/ds| < 1e-3/n, attention entropy):
 
 * Table 2: depth x {softmax, sin2_max_shifted, sin_softmax, siren_max} and
-  their pre-normalized versions (``prenorm(...)``, the paper's "norm-"),
-  ``seeds`` seeds;
-* the break-down group: sin_max_constant, cos_max, sin2_max (the paper:
-  they "break down in the early stages") and prenorm(sin_max_constant),
-  prenorm(cos_max) (Sec. 4: "cannot be optimized by pre-normalization") at
-  every depth, ``seeds`` seeds (an event claim needs runs from 3 seeds); the
-  report says whether and at which step each run broke down;
-* every run logs per-layer diagnostics (std of the normalizer input, the
-  fraction of saturated local gradients |dw/ds| < 1e-3/n, attention
-  entropy) for the gradient-saturation picture, softmax vs sin_softmax.
+  their pre-normalized versions (``prenorm(...)``, the paper's "norm-");
+* the break-down group at every depth, same seeds (an event claim needs runs
+  from 3 seeds): sin_max_constant, cos_max, sin2_max (they "break down in
+  the early stages") and prenorm(sin_max_constant), prenorm(cos_max)
+  (Sec. 4: "cannot be optimized by pre-normalization").
 
 Scales:
 
@@ -33,33 +29,17 @@ Scales:
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST 28x28x1 (the stem
   gives 4x4 = 16 tokens as on CIFAR), width 128, 4 heads of 32, MLP 256,
   stem 16/64/128, depth 1/2/4, batch 64, 300 steps, Adam lr 1e-3 wd 1e-4
-  (constant), flip; 3 seeds for Table 2 and the break-down group: 117 runs
-  (XLA: 1.35 GFLOP per step at depth 1), 92 run-minutes of wall time in
-  ``runs.csv`` (its ``wall_s``), about 61 minutes on 2 cores with
-  ``--parallel=2`` (measured over two sessions: 41 for the first 81 runs,
-  20 for the 36 break-down runs added later, with other jobs sharing the
-  cores), most of it per-run compilation and evaluation.
+  (constant), flip; 3 seeds: 117 runs (XLA: 1.35 GFLOP per step at depth
+  1). Measured costs: ``run.sh`` and ``experiments/README.md``.
 
   python -m softattn.sweep run experiments/periodic/sweep.py --workdir=workdirs/periodic
   python experiments/periodic/report.py --workdir=workdirs/periodic
 
 Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
 ``rotation`` (full: uniform|rot90|none), ``subset`` (``all``; ``focus``:
-softmax, sin_softmax and sin2_max_shifted at depth 4 only; ``breakdown``:
-``BREAKDOWN_1EP`` at depth 1, the normalizers whose break-down claims need
-a full epoch).
-
-The run set that spends extra CPU where it can settle a claim (``report.py``
-declares it as the ``depth4_long`` focus part; ``run.sh`` runs it):
-``subset=focus,steps=1500`` -- the depth-4 comparisons with softmax at 5x
-the budget, 9 runs, 26 run-minutes of wall time in ``runs.csv``, about 15
-minutes with ``--parallel=2`` (measured); and ``subset=breakdown,steps=938``
-(1 epoch of Fashion-MNIST at batch 64, the least reading of the paper's
-"early stages") -- the break-down and stability claims, 27 runs at depth
-1 (``breakdown_1ep``), 22 run-minutes of wall time (measured: 21 runs in
-9 minutes with ``--parallel=2``; the 6 prenorm(cos_max) and
-prenorm(sin_max_constant) runs added later in 11 minutes with
-``--parallel=1``, 8.5 run-minutes, another training sharing the cores).
+``FOCUS`` at depth 4, the ``depth4_long`` part at ``steps=1500``;
+``breakdown``: ``BREAKDOWN_1EP`` at depth 1, the ``breakdown_1ep`` part at
+one epoch, ``steps=938``, the least reading of the paper's "early stages").
 """
 
 from ml_collections import config_dict
@@ -155,20 +135,22 @@ def get_config(arg=None):
   return c
 
 
+def _grid(depth, norms, seeds):
+  """``depth`` (an int: fixed; a list: swept) x ``norms`` x ``seeds``."""
+  d = grid.sweep("model.depth", depth) if isinstance(depth, list) else \
+      grid.fixed("model.depth", depth)
+  return grid.product(d, grid.sweep("model.normalizer", norms),
+                      grid.sweep("seed", list(range(seeds))))
+
+
 def get_sweep(arg=None):
   a = _arg(arg)
-  if a.subset in ("focus", "breakdown"):
-    depth, norms = (4, FOCUS) if a.subset == "focus" else (1, BREAKDOWN_1EP)
-    return grid.product(grid.fixed("model.depth", depth), grid.sweep(
-        "model.normalizer", norms), grid.sweep("seed", list(range(a.seeds))))
-  main = MAIN + [prenorm(n) for n in MAIN]
-  table2 = grid.product(grid.sweep("model.depth", depths(a)),
-                        grid.sweep("model.normalizer", main),
-                        grid.sweep("seed", list(range(a.seeds))))
-  # Same seeds as Table 2: an event claim needs runs from 3 seeds (one
-  # seed at several depths is not independent evidence).
-  breakdown = grid.product(grid.sweep("model.depth", depths(a)),
-                           grid.sweep("model.normalizer",
-                                      BREAKDOWN + BREAKDOWN_PRENORM),
-                           grid.sweep("seed", list(range(a.seeds))))
-  return grid.chain(table2, breakdown)
+  if a.subset == "focus":
+    return _grid(4, FOCUS, a.seeds)
+  if a.subset == "breakdown":
+    return _grid(1, BREAKDOWN_1EP, a.seeds)
+  # The break-down group has Table 2's seeds: an event claim needs runs from
+  # 3 seeds (one seed at several depths is not independent evidence).
+  return grid.chain(_grid(depths(a), MAIN + [prenorm(n) for n in MAIN],
+                          a.seeds),
+                    _grid(depths(a), BREAKDOWN + BREAKDOWN_PRENORM, a.seeds))
