@@ -103,6 +103,12 @@ def test_budget_kinds_read_the_selected_runs():
       "{{epochs:a}}; {{seeds:part=a|b}}; {{diverged:c}}", ctx)
   assert out == ("100 steps (1 epoch) x 3 seeds; 1 epoch x 2 seeds; "
                  "100/300; 1; 3; 1/3")
+  named = context(runs=runs, selections={"c_skip": {"part": "c",
+                                                     "skip": True}})
+  assert template.fill("{{seeds:@c_skip}}", named) == "1"
+  with pytest.raises(TemplateError, match=r"unknown selection 'd'; valid: "
+                     r"c_skip"):
+    template.fill("{{seeds:@d}}", named)
   # Unchecked (synthetic reports): an empty selection is not an error.
   assert template.fill("{{steps:zzz}}", context(check=False)) == "?"
 

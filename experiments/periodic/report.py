@@ -230,6 +230,12 @@ STUDY = studies.Study(
     focus={claims.FOCUS: f"subset=focus,steps={claims.FOCUS_STEPS}",
            claims.BD_PART: f"subset=breakdown,steps={claims.BD_STEPS}"},
     fields=("model.normalizer", "model.depth"),
+    # Table 2's normalizers and the break-down group, in the part main.
+    selections={"table2": {"part": "main",
+                           "model.normalizer": tuple(claims.PAPER)},
+                "breakdown": {"part": "main", "model.normalizer": (
+                    *claims.study.BREAKDOWN,
+                    *claims.study.BREAKDOWN_PRENORM)}},
     values={"broke_down": broke_down, "break_step": break_step,
             "grad_saturation": studies.mean_over_layers("grad_saturation"),
             "lgrad_q50": studies.mean_over_layers("lgrad_q50"),

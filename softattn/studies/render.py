@@ -208,7 +208,8 @@ def from_template(path: str, template_path: str, *, data: str,
                   command: str, runs: Sequence[Run],
                   claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
                   tables: Mapping[str, Table], images: Mapping[str, str],
-                  facts: Mapping[str, str], check: bool = True) -> str:
+                  facts: Mapping[str, str], check: bool = True,
+                  selections: Mapping[str, Mapping] | None = None) -> str:
   """Writes RESULTS.md from a hand-written template (see
   ``softattn.studies.template``), then the claims no table showed."""
   # Here, not at the top: template imports this module.
@@ -220,7 +221,8 @@ def from_template(path: str, template_path: str, *, data: str,
                             "template)")
   name = os.path.basename(template_path)
   ctx = template.Context(
-      claims=claims, verdicts=verdicts, runs=runs, fixed={
+      claims=claims, verdicts=verdicts, runs=runs,
+      selections=selections or {}, fixed={
           "generated": f"Generated from the hand-written `{name}` and the "
                        f"per-run data in `{data}`;\ndo not edit by hand (edit "
                        f"the template). Regenerate from that file alone:"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from softattn import paths
 from softattn.studies import claims as claims_lib
@@ -52,6 +52,9 @@ class Study:
   template: str = ""
   tables: Mapping[str, render.Table] = dataclasses.field(default_factory=dict)
   plots: Mapping[str, plotspec.Plot] = dataclasses.field(default_factory=dict)
+  # Named selections the template's budget placeholders read (``@NAME``).
+  selections: Mapping[str, Mapping[str, Any]] = \
+      dataclasses.field(default_factory=dict)
   facts: Mapping[str, Callable[[Sequence[Run], Mapping[str, Verdict]],
                                str]] = dataclasses.field(default_factory=dict)
 
@@ -116,7 +119,8 @@ def report(study: Study, csv_path: str, out: str, *,
       command=command, runs=runs, claims=study.claims, verdicts=ver,
       tables=study.tables, images={
           k: render.image(f, study.plots[k].title) for k, f in files.items()},
-      facts={k: f(runs, ver) for k, f in study.facts.items()}, check=check)
+      facts={k: f(runs, ver) for k, f in study.facts.items()}, check=check,
+      selections=study.selections)
   return [path] + [f for f in files.values() if f]
 
 

@@ -20,8 +20,10 @@ placeholders ``{{kind:argument}}``:
   ("200/1200"), ``{{epochs:WHERE}}`` ("0.11-0.43"), ``{{seeds:WHERE}}``
   ("3") and ``{{diverged:WHERE}}`` ("0/3" of the runs that ended): the
   declared budget of the runs ``WHERE`` selects, read from ``runs.csv``.
-  ``WHERE`` is a part name (``main``), ``*`` (every run) or settings
-  ``part=models,model.skip=false`` (``a|b``: either value);
+  ``WHERE`` is a part name (``main``), ``*`` (every run), settings
+  ``part=models,model.skip=false`` (``a|b``: either value) or ``@NAME``, a
+  selection the study declares (``Study.selections``) where listing the
+  settings would bury the sentence;
 * ``{{fact:NAME}}``: a string the study computes from the runs (a number
   no table, verdict or budget holds);
 * ``{{expect:ID=WORD}}`` (``WORD`` a label, or several joined by ``|``),
@@ -60,7 +62,8 @@ class Context:
   ``rule``), already rendered; ``tables``: name -> markdown and name ->
   {(row, column): cell}; ``images``: name -> markdown; ``facts``: name ->
   text; ``shown``: the claim ids a verdicts table has shown so far;
-  ``runs``: what the budget kinds (``design``, ``steps``, ...) read;
+  ``runs``: what the budget kinds (``design``, ``steps``, ...) read, and
+  ``selections`` their named ``@NAME`` selections;
   ``check=False`` skips the expectations and writes "no estimate" where
   the prose names an estimate the rule did not give (a report from
   synthetic runs, or before the runs, which the prose does not describe).
@@ -68,6 +71,7 @@ class Context:
   claims: Sequence[Claim]
   verdicts: Mapping[str, Verdict]
   runs: Sequence[Run] = ()
+  selections: Mapping[str, Mapping] = dataclasses.field(default_factory=dict)
   fixed: Mapping[str, str] = dataclasses.field(default_factory=dict)
   tables: Mapping[str, str] = dataclasses.field(default_factory=dict)
   cells: Mapping[str, Mapping[tuple[str, str], str]] = \
@@ -171,7 +175,8 @@ def where(arg: str) -> dict:
 
 def _selected(ctx: Context, arg: str) -> list[Run]:
   """The runs ``arg`` selects; with ``check``, at least one."""
-  rs = select(ctx.runs, where(arg))
+  rs = select(ctx.runs, _pick("selection", arg.strip()[1:], ctx.selections)
+              if arg.strip().startswith("@") else where(arg))
   if not rs and ctx.check:
     parts = sorted({r.part for r in ctx.runs})
     raise TemplateError(f"selection {arg!r} matches no run; parts: "
