@@ -122,6 +122,22 @@ def test_unchecked_context_skips_only_the_expectations():
     template.fill("{{expect:nope=confirmed}}", ctx)
 
 
+def test_events_cell_counts_ended_runs_and_lists_their_steps():
+  runs = [run("c", s, acc) for s, acc in enumerate([0.1, 0.9, 0.1, 0.1])]
+  for r, at in zip(runs, [300.0, None, 285.0, None]):
+    r.metrics["value/at"] = at
+    r.metrics["value/low"] = float(at is not None)
+  runs[2].state, runs[2].kind = State.FAILED, FailureKind.NONFINITE
+  runs[3].state = State.RUNNING          # not ended: not counted
+  low = studies.Metric("low", "value/low")
+  ev = render.Events({"part": "c"}, low, "value/at",
+                     ("diverged at step", "at chance from step"))
+  assert ev.text(runs) == "2/3 (diverged at step 285, 300)"
+  assert ev.text(runs[:2]) == "1/2 (at chance from step 300)"
+  assert render.Events({"part": "x"}, low, "value/at").text(runs) == \
+      render.NOT_RUN
+
+
 def test_table_rows_must_match_the_columns():
   with pytest.raises(ValueError, match="row 'a' has 1 cells for 2 columns"):
     render.Table(["part", "x", "y"], [("a", ["1"])])

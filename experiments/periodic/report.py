@@ -24,7 +24,7 @@ from softattn.data import datasets
 from softattn.studies import render
 from softattn.studies.claims import ACCURACY
 from softattn.studies.plotspec import Curves, Heatmap, Plot, Points, Quantiles
-from softattn.studies.render import Cell, Table
+from softattn.studies.render import Cell, Events, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
@@ -108,19 +108,6 @@ def probe(runs, cache_dir):
 acc = lambda where: Cell(where, ACCURACY)
 
 
-def _broke(where):
-  """"2/3 (step 300, 285)": the runs of ``where`` that broke down."""
-  def text(runs):
-    rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
-    if not rs:
-      return render.NOT_RUN
-    at = ", ".join(f"{r.value('value/break_step'):.0f}" for r in rs
-                   if r.value("value/break_step") is not None)
-    return f"{sum(1 for r in rs if claims.BROKE.of(r))}/{len(rs)}" + (
-        f" (step {at})" if at else "")
-  return text
-
-
 def _part_steps(part):
   return lambda runs: f"`{part}`, {render.steps(runs, {'part': part})} steps"
 
@@ -140,7 +127,8 @@ TABLES = {
                  for n, p in claims.PAPER.items()]),
     "bd": Table(["normalizer", "part", "depth", "broke down (runs; step)",
                  "test accuracy %"],
-                [(n, [_part_steps(part), d, _broke(sel(n, d, part)),
+                [(n, [_part_steps(part), d, Events(
+                    sel(n, d, part), claims.BROKE, "value/break_step"),
                       acc(sel(n, d, part))])
                  for n in _BD_NORMS
                  for part, depths in (("main", DEPTHS),

@@ -71,6 +71,30 @@ class Cell:
 
 
 @dataclasses.dataclass(frozen=True)
+class Events:
+  """An event count as a table cell: "2/3 (step 300, 285)", the runs of
+  ``where`` that ended (finished or diverged) in which ``event`` (a 0/1
+  metric, e.g. "diverged or at chance") happened, then the step each did
+  (the per-run value ``at``, in order). ``words``: what precedes the steps when one
+  of them diverged, and when none did."""
+  where: Mapping[str, Any]
+  event: Metric
+  at: str
+  words: tuple[str, str] = ("step", "step")
+
+  def text(self, runs: Sequence[Run]) -> str:
+    rs = [r for r in select(runs, self.where) if r.done or r.diverged]
+    if not rs:
+      return NOT_RUN
+    hit = [r for r in rs if self.event.of(r)]
+    at = [f"{v:.0f}" for v in sorted(r.value(self.at) for r in hit
+                                       if r.value(self.at) is not None)]
+    how = self.words[0 if any(r.diverged for r in hit) else 1]
+    return f"{len(hit)}/{len(rs)}" + (f" ({how} {', '.join(at)})"
+                                      if at else "")
+
+
+@dataclasses.dataclass(frozen=True)
 class Table:
   """A table as data: ``columns`` (the first heads the row labels) and
   ``rows``, each a label and one entry per further column: a ``Cell``, a
@@ -86,7 +110,7 @@ class Table:
                          f"{len(self.columns) - 1} columns")
 
   def _rows(self, runs: Sequence[Run]) -> list[list[str]]:
-    text = lambda x: x.text(runs) if isinstance(x, Cell) else \
+    text = lambda x: x.text(runs) if isinstance(x, (Cell, Events)) else \
         x(runs) if callable(x) else str(x)
     return [[label, *[text(x) for x in row]] for label, row in self.rows]
 
