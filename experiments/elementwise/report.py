@@ -1,38 +1,16 @@
-r"""The element-wise attention study (Baco China et al. 2023): probes,
-per-run values, what RESULTS.md shows.
+r"""The element-wise attention study (Baco China et al. 2023): its parts,
+per-run values, checkpoint probes, and the tables, plots and facts
+``RESULTS.md.tmpl`` names (the claims are data in ``claims.py``).
 
   python experiments/elementwise/report.py --workdir=workdirs/elementwise   # export + report
   python experiments/elementwise/report.py --from-csv experiments/elementwise/runs.csv
 
-``STUDY`` declares the parts (``sweep.py``): ``models`` (1 epoch x 2
-seeds; B without skip x 3, its collapse being an event claim) and
-``separate`` (1 epoch x 2 seeds), ``models_10ep`` (A, B, C at the paper's
-10 epochs x 3 seeds), ``separate_10ep`` (B without skip on separate
-optimizers, 10 epochs x 3 seeds) and the attention-free baseline
-``noattn`` / ``noattn_10ep`` (the same recipe with no attention layer: the
-Dense head on the pixels, 1 epoch x 2 seeds / 10 epochs x 3 seeds); the
-opt-in ``control`` (the VGG control: ``CONTROL=1``); the focus parts
-``df_10ep`` (D and F at 10 epochs x 3 seeds, paired with ``models_10ep``'s
-B), ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F), ``single_10ep``
-and ``separate_skip_10ep`` (the appendix's single head and B on separate
-optimizers at 10 epochs x 3 seeds, paired with D and B) and
-``control_step`` (the control for 1 step x 3 seeds: its cost per train
-step, for the Conclusion's "faster training"; no accuracy claim reads it).
-The claims (the paper's numbers, metrics, selections, ``CLAIMS``) are data in
-``claims.py``; the prose is ``RESULTS.md.tmpl``, written by hand; this
-module declares, as data, the tables, plots and facts it names.
-
-A run "collapsed" when it diverged (``kind=nonfinite``) or its final test
-accuracy is at chance (< 15 %): the paper's "NaN" rows.
-
-Probes (at export, from each finished run's checkpoint; ``--no_probes``
-skips them): the paper's "last gradients average" (``paper_grad_avg``), how
-far the attention weights moved from the loop's own init
-(``studies.moved_from_init``), the statistics the paper prints of the
-first head's x and y weights (``first_head_weights``), the accuracy lost
-when the attention branch is removed (``branch_effect``), and for the lowest
-seed of B without skip at 10 epochs, what its first optimizer steps do to
-the ReLUs (``first_steps``, stored in ``runs.csv``).
+A run "collapsed" when it diverged or its final test accuracy is at chance
+(< 15 %): the paper's "NaN" rows. Probes (``probes.py``, at export from each
+finished run's checkpoint; ``--no_probes`` skips them): the paper's "last
+gradients average", how far the attention weights moved from their init,
+the first head's weight statistics, the accuracy lost without the attention
+branch, and ``first_steps`` for one seed of B without skip at 10 epochs.
 """
 
 from __future__ import annotations
@@ -45,27 +23,17 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.studies import render, stats
-from softattn.studies.claims import (ACCURACY, Claim, Metric, Verdict, judge,
-                                     pairs)
+from softattn.studies import render
+from softattn.studies.claims import ACCURACY, Claim, Metric, judge, pairs
 from softattn.studies.plotspec import Curves, Plot, Points
 from softattn.studies.render import Cell, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
 _probes = studies.load_module(os.path.join(HERE, "probes.py"))
-first_steps, paper_grad_avg = _probes.first_steps, _probes.paper_grad_avg
-first_head_weights, branch_effect = (_probes.first_head_weights,
-                                      _probes.branch_effect)
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
-PAPER_T1, PAPER_PARAMS = claims.PAPER_T1, claims.PAPER_PARAMS
-PAPER_CIFAR_PARAMS, PAPER_MINUTES = (claims.PAPER_CIFAR_PARAMS,
-                                     claims.PAPER_MINUTES)
-PAPER_APPENDIX, NOATTN, COLLAPSED = (claims.PAPER_APPENDIX, claims.NOATTN,
-                                     claims.COLLAPSED)
-sel, LABELS, TEN_EPOCHS = claims.sel, claims.LABELS, claims.TEN_EPOCHS
-BRANCH_MIN = claims.BRANCH_MIN
-CLAIMS = claims.CLAIMS
+sel, NOATTN, TEN_EPOCHS = claims.sel, claims.NOATTN, claims.TEN_EPOCHS
+CHANCE = 0.15
 BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
         "models_10ep": "part=models,epochs=10,variants=ABC,extras=false,"
                        "seeds=3",
@@ -74,18 +42,15 @@ BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
         "noattn": "part=models,variants=B,extras=false,layers=0",
         "noattn_10ep": "part=models,epochs=10,variants=B,extras=false,"
                        "layers=0,seeds=3"}
-OPTIONAL = {"control": "part=control"}
 FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
          "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
          "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
-         # The appendix's single head and B on separate optimizers, at its
-         # 10 epochs (compared with D and B at 10 epochs).
          "single_10ep": "part=models,epochs=10,variants=none,extras=single,"
                         "seeds=3",
          "separate_skip_10ep": "part=separate,epochs=10,skips=skip,seeds=3",
-         # The control's cost per train step (1 step x 3 seeds, 0.05 epochs
-         # = ceil(0.73) steps): what time.faster_than_control reads.
+         # The control's cost per train step (0.05 epochs = 1 step x 3
+         # seeds): what time.faster_than_control reads.
          claims.CONTROL_STEP: "part=control,control_epochs=0.05,"
                               "control_seeds=3"}
 
@@ -94,7 +59,7 @@ def collapsed(run) -> float | None:
   if run.diverged:
     return 1.0
   acc = run.value("final/accuracy")
-  return None if acc is None else float(acc < 0.15)
+  return None if acc is None else float(acc < CHANCE)
 
 
 def collapse_step(run) -> float | None:
@@ -104,7 +69,7 @@ def collapse_step(run) -> float | None:
   if not collapsed(run):
     return None
   steps, acc = run.curve("accuracy", "eval")
-  at = steps[acc < 0.15]
+  at = steps[acc < CHANCE]
   return float(at[0]) if at.size else None
 
 
@@ -138,44 +103,40 @@ def params(run) -> float:
 
 
 def probe(runs, cache_dir):
+  """The checkpoint probes (``probes.py``) into each run's values. Not on
+  the control's 1-step timing runs: no trained-model number means anything
+  there, and each would cost another control step (~5 CPU-minutes)."""
   del cache_dir
   noskip = None
-  # The control's timing runs stop after 1 step: no probe's quantity (the
-  # paper's trained-model numbers) means anything there, and each would
-  # cost another control step (~5 CPU-minutes).
-  runs = [r for r in runs if r.part != claims.CONTROL_STEP]
-  for r, state in studies.probed(runs):
-    g = paper_grad_avg(r, state)
-    if g is not None:
-      r.metrics["value/grad_avg"] = g
-      r.metrics["value/abs_grad_avg"] = abs(g)
-      # An exact 0 (a dead first layer) reads as 1e-30: finite for the test.
-      r.metrics["value/log10_abs_grad_avg"] = float(
-          np.log10(max(abs(g), 1e-30)))
-    w = first_head_weights(state["params"])
+  for r, state in studies.probed([r for r in runs
+                                  if r.part != claims.CONTROL_STEP]):
+    g = _probes.paper_grad_avg(r, state)
+    if g is not None:   # an exact 0 (a dead first layer) reads as 1e-30
+      r.metrics.update({"value/grad_avg": g, "value/abs_grad_avg": abs(g),
+                        "value/log10_abs_grad_avg": float(
+                            np.log10(max(abs(g), 1e-30)))})
+    w = _probes.first_head_weights(state["params"])
     if w is not None:
-      r.metrics["value/x_w_std"] = w["x_std"]
-      r.metrics["value/y_over_x_std"] = w["y_std"] / w["x_std"]
-      r.metrics["value/w_within_band"] = w["within_band"]
+      r.metrics.update({"value/x_w_std": w["x_std"],
+                        "value/y_over_x_std": w["y_std"] / w["x_std"],
+                        "value/w_within_band": w["within_band"]})
     if r.config.model_name == "elementwise":
-      moved = studies.moved_from_init(r.config, state, r"(x|y)_weights")
-      if moved is not None:
-        r.metrics["value/attn_moved"] = moved
-      effect = branch_effect(r, state)
-      if effect is not None:
-        r.metrics["value/branch_effect"] = effect
+      got = {"value/attn_moved": studies.moved_from_init(
+          r.config, state, r"(x|y)_weights"),
+             "value/branch_effect": _probes.branch_effect(r, state)}
+      r.metrics.update({k: v for k, v in got.items() if v is not None})
     if (r.part == "separate_10ep" and noskip is None
         and not r.get("model.skip")):
       noskip = r
       x, y = studies.load_images(r.config, r.config.data.train_split, 4096)
-      r.probes["first_steps"] = first_steps(r.config, x, y)
+      r.probes["first_steps"] = _probes.first_steps(r.config, x, y)
 
 
 def collapse_cell(runs, where):
   rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
   if not rs:
     return render.NOT_RUN
-  k = [r for r in rs if COLLAPSED.of(r)]
+  k = [r for r in rs if claims.COLLAPSED.of(r)]
   at = sorted(int(r.value("value/collapse_step")) for r in k
               if r.value("value/collapse_step") is not None)
   how = "diverged at step" if any(r.diverged for r in k) else \
@@ -189,14 +150,14 @@ def cifar_count(label) -> int:
   """Our parameter count of the paper's CIFAR-10 model ``label``, from its
   declared config (``jax.eval_shape``; no data, no run)."""
   from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
-  cfg = declaration.load(f"{SPEC}:{PAPER_CIFAR_PARAMS[label][1]}").runs[0]
+  args = claims.PAPER_CIFAR_PARAMS[label][1]
+  cfg = declaration.load(f"{SPEC}:{args}").runs[0]
   return studies.param_count(studies.build_abstract(cfg.config)[1])
 
 
 def _our_count(runs, label) -> int | None:
-  """From ``label``'s runs (Fashion-MNIST), or its declared config (the
-  CIFAR-10 rows, not run)."""
-  if label in PAPER_CIFAR_PARAMS:
+  """From ``label``'s runs, or its declared config (CIFAR-10, not run)."""
+  if label in claims.PAPER_CIFAR_PARAMS:
     return cifar_count(label)
   p = next((r.value("value/params") for r in studies.select(runs, sel(label))
             if r.value("value/params")), None)
@@ -204,8 +165,9 @@ def _our_count(runs, label) -> int | None:
 
 
 def _params_row(label):
-  paper = (PAPER_CIFAR_PARAMS[label][0] if label in PAPER_CIFAR_PARAMS
-           else PAPER_PARAMS[label])
+  paper = (claims.PAPER_CIFAR_PARAMS[label][0]
+           if label in claims.PAPER_CIFAR_PARAMS
+           else claims.PAPER_PARAMS[label])
 
   def diff(runs):
     p = _our_count(runs, label)
@@ -214,9 +176,9 @@ def _params_row(label):
       p := _our_count(runs, label)) else "-", diff])
 
 
-def _time_ratio(runs, v) -> stats.Summary:
+def _time_ratio(runs, v):
   """Our per-seed core-seconds ratio v / B at 10 epochs (description)."""
-  claim = next(c for c in CLAIMS if c.id == f"time.{v}_over_B")
+  claim = next(c for c in claims.CLAIMS if c.id == f"time.{v}_over_B")
   return studies.summarize(pairs(claim, runs)[0])
 
 
@@ -233,8 +195,8 @@ def _ratio_cell(lab):
 
 
 def _paper_t1(lab, i):
-  return ("-" if lab not in PAPER_T1 else "NaN" if PAPER_T1[lab][i] is None
-          else PAPER_T1[lab][i])
+  t1 = claims.PAPER_T1
+  return "-" if lab not in t1 else "NaN" if t1[lab][i] is None else t1[lab][i]
 
 
 def _ten(lab, what):
@@ -252,12 +214,13 @@ def _layer(lab, column, **fmt):
 
 
 MINUTES = Metric("", "core_seconds", 1 / 60, digits=1)
+PAPER_MINUTES = claims.PAPER_MINUTES
 
 TABLES = {
     "params": Table(["model", "paper", "ours", "ours - paper"], [
-        _params_row(lab) for lab in [*LABELS, "single head",
-                                     *PAPER_CIFAR_PARAMS]
-        if lab in PAPER_PARAMS or lab in PAPER_CIFAR_PARAMS]),
+        _params_row(lab) for lab in [*claims.LABELS, "single head",
+                                     *claims.PAPER_CIFAR_PARAMS]
+        if lab in claims.PAPER_PARAMS or lab in claims.PAPER_CIFAR_PARAMS]),
     "t1": Table(
         ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
          "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 epochs)",
@@ -267,14 +230,14 @@ TABLES = {
                 lambda runs, w=sel(lab): collapse_cell(runs, w),
                 _ten(lab, "acc"), _ten(lab, "collapsed"),
                 _layer(lab, "value/grad_avg", digits=2, sci=True),
-                _layer(lab, "value/attn_moved")]) for lab in LABELS]),
+                _layer(lab, "value/attn_moved")]) for lab in claims.LABELS]),
     "app": Table(
         ["setting", "paper", "ours 1 epoch", "collapsed", "ours 10 epochs",
          "collapsed (10 epochs)"],
-        [(lab, [PAPER_APPENDIX[lab], Cell(sel(lab), ACCURACY),
+        [(lab, [paper, Cell(sel(lab), ACCURACY),
                 lambda runs, w=sel(lab): collapse_cell(runs, w),
                 _ten(lab, "acc"), _ten(lab, "collapsed")])
-         for lab in PAPER_APPENDIX]),
+         for lab, paper in claims.PAPER_APPENDIX.items()]),
     "time": Table(
         ["model", "paper min", "paper / B", "ours 10 epochs",
          "ours / B (10 epochs)", "ours 1 epoch"],
@@ -285,9 +248,6 @@ TABLES = {
                 Cell(sel(lab, "models"), MINUTES)])
          for lab in PAPER_MINUTES]),
 }
-
-TRAIN_LOSS = Metric("final train loss", "final/train_loss", digits=3)
-ONE_EPOCH = [*"ABCDEFGH", NOATTN]
 
 
 def _curves_plot(title, parts, metric, split, ylabel, finals, logy=False,
@@ -311,40 +271,19 @@ def _curves_plot(title, parts, metric, split, ylabel, finals, logy=False,
               size=(6.6, 4.2))
 
 
+ONE_EPOCH = dict.fromkeys([*"ABCDEFGH", NOATTN], "models")
 PLOTS = {
     "accuracy": _curves_plot(
-        "train accuracy, 1 epoch", dict.fromkeys(ONE_EPOCH, "models"),
-        "accuracy", "train", "train accuracy % (mean, 95 % band)", ACCURACY),
+        "train accuracy, 1 epoch", ONE_EPOCH, "accuracy", "train",
+        "train accuracy % (mean, 95 % band)", ACCURACY),
     "loss": _curves_plot(
-        "train loss, 1 epoch", dict.fromkeys(ONE_EPOCH, "models"), "loss",
-        "train", "train loss", TRAIN_LOSS, logy=True),
+        "train loss, 1 epoch", ONE_EPOCH, "loss", "train", "train loss",
+        Metric("final train loss", "final/train_loss", digits=3), logy=True),
     "accuracy_10ep": _curves_plot(
         "test accuracy, 10 epochs", TEN_EPOCHS, "accuracy", "eval",
         "test accuracy % (mean, 95 % band)", ACCURACY,
         ends_without=("B, no skip, separate optimizers",)),
 }
-
-
-def _design(runs, part, where=None) -> str:
-  """"1 epoch x 2 seeds": a part's (or its subset ``where``'s) budget."""
-  return render.design(runs, {"part": part, **(where or {})}, length="epochs")
-
-
-def _ten_epoch_design(runs, _=None) -> str:
-  """"10 epochs x 3 seeds for A-C (`models_10ep`), D and F (`df_10ep`)":
-  Table 1's 10-epoch models grouped by part, parts grouped by design."""
-  parts: dict[str, list[str]] = {}
-  for lab, part in TEN_EPOCHS.items():
-    if lab in PAPER_T1:
-      parts.setdefault(part, []).append(lab)
-  designs: dict[str, list[str]] = {}
-  for part, labs in parts.items():
-    names = (f"{labs[0]}-{labs[-1]}" if len(labs) > 2 else
-             " and ".join(labs))
-    designs.setdefault(_design(runs, part), []).append(
-        f"{names} (`{part}`)")
-  return "; ".join(f"{d} for {', '.join(groups)}"
-                   for d, groups in designs.items())
 
 
 def _minutes(runs, _) -> str:
@@ -355,40 +294,12 @@ def _minutes(runs, _) -> str:
           if got else "no finished run in runs.csv")
 
 
-def _per_step(runs, where) -> list[float]:
-  """CPU core-seconds per train step of the finished runs ``where``."""
-  got = (claims.CPU_PER_STEP.of(r) for r in studies.select(runs, where)
-         if r.done)
-  return [v for v in got if v is not None]
-
-
-def _control_step(runs, _) -> str:
-  """"1 train step x 3 seeds, 480-520 CPU core-seconds per step": the
-  control's timing runs (``control_step``)."""
-  where = sel("control", claims.CONTROL_STEP)
-  per = _per_step(runs, where)
-  if not per:
-    return "no finished run in runs.csv"
-  steps = "/".join(str(s) for s in sorted(
-      {int(r.step) for r in studies.select(runs, where) if r.done}))
-  return (f"{steps} train step x {len(per)} seeds, {min(per):.0f}-"
-          f"{max(per):.0f} CPU core-seconds per step")
-
-
-def _attention_per_step(runs, _) -> str:
-  """"2.9-14": the range of the attention models' (A-H, 1 and 10 epochs)
-  CPU core-seconds per train step."""
-  per = [v for lab in "ABCDEFGH" for part in {"models", TEN_EPOCHS.get(
-      lab, "models")} for v in _per_step(runs, sel(lab, part))]
-  return f"{min(per):.2g}-{max(per):.2g}" if per else "?"
-
-
-def _vs_noattn(runs, label, part) -> Verdict:
-  """``label`` - attention-free, paired by seed (the rule's estimate and
-  interval; not a declared claim)."""
-  noattn = "noattn_10ep" if part.endswith("10ep") else "noattn"
-  return judge(Claim("_", "", "", "", ACCURACY, sel(label, part),
-                     sel(NOATTN, noattn), ">"), runs)
+def _per_step(runs, wheres, fmt) -> str:
+  """"474-514": the span of CPU core-seconds per train step of the
+  finished runs ``wheres`` select."""
+  per = [v for w in wheres for r in studies.select(runs, w)
+         if r.done and (v := claims.CPU_PER_STEP.of(r)) is not None]
+  return f"{min(per):{fmt}}-{max(per):{fmt}}" if per else "?"
 
 
 def _gap(runs, _) -> str:
@@ -398,20 +309,17 @@ def _gap(runs, _) -> str:
   return f"{max(gaps):.2g}" if gaps else "?"
 
 
-def _bn_vs_noattn(runs, _) -> str:
-  """"A +3.74 [+3.16, +4.31]; ...": the BN models against the
-  attention-free baseline at 10 epochs."""
-  return "; ".join(f"{v} {render.estimate(_vs_noattn(runs, v, TEN_EPOCHS[v]))}"
-                   for v in "ACE")
+def _vs_noattn(runs, v) -> str:
+  """``v`` - attention-free at 10 epochs, paired by seed: the rule's
+  estimate and interval (not a declared claim)."""
+  return render.estimate(judge(Claim(
+      "_", "", "", "", ACCURACY, sel(v, TEN_EPOCHS[v]),
+      sel(NOATTN, "noattn_10ep"), ">"), runs))
 
 
-def _times(runs, _) -> str:
-  """"A 1.21 (paper 1); ...": our core-second ratios to B at 10 epochs."""
-  got = {v: _time_ratio(runs, v) for v in TEN_EPOCHS
-         if v in PAPER_MINUTES and v != "B"}
-  return "; ".join(f"{v} {t.mean:.3g} (paper "
-                   f"{PAPER_MINUTES[v] / PAPER_MINUTES['B']:.3g})"
-                   for v, t in got.items() if t.mean is not None) or "none"
+def _ratio(runs, v) -> str:
+  mean = _time_ratio(runs, v).mean
+  return "?" if mean is None else f"{mean:.3g}"
 
 
 NOSKIP = sel("B, no skip, separate optimizers", "separate_10ep")
@@ -425,39 +333,36 @@ def _noskip_zero(runs, _) -> str:
       f"{len(rs)}"
 
 
-def _first_steps(runs, _) -> str:
-  """The ``first_steps`` probe (stored in runs.csv): the share of each
-  layer's ReLU outputs > 0 at init and after one Adam step."""
+def _first_steps(runs, step, key) -> str:
+  """The ``first_steps`` probe (runs.csv) at ``step`` (0: init): % of
+  layer ``key``'s ReLU outputs > 0, or (``key=None``) the layers'
+  gradient norm."""
   rows = next((r.probes["first_steps"] for r in studies.select(runs, NOSKIP)
                if "first_steps" in r.probes), None)
   if not rows:
-    return "not probed (export with probes)"
-  init, one = rows[0], rows[1]
-  return ("at init " + ", ".join(
-      f"{100 * init['alive'][k]:.1f} % of {k}'s ReLU outputs are > 0"
-      for k in sorted(init["alive"])) + "; after one Adam step " +
-          ", ".join(f"{100 * one['alive'][k]:.1f} %"
-                    for k in sorted(one["alive"])) +
-          f" (layer gradient norm {one['grad_norm_layers']:.2g})")
+    return "not probed"
+  if key is None:
+    return f"{rows[step]['grad_norm_layers']:.2g}"
+  alive = rows[step]["alive"]
+  return f"{100 * alive[key]:.1f}" if key in alive else "?"
 
 
 FACTS = {
-    "models": lambda runs, _: _design(runs, "models", {"model.skip": True}),
-    "models_noskip": lambda runs, _: _design(runs, "models",
-                                             {"model.skip": False}),
-    "ten_epochs": _ten_epoch_design,
-    # One part's budget, named as the part.
-    **{p: (lambda runs, _, p=p: _design(runs, p)) for p in (
-        "separate_10ep", "single_10ep", "separate_skip_10ep", "noattn",
-        "noattn_10ep", "control")},
     "control_minutes": _minutes,
-    "control_step": _control_step,
-    "attention_per_step": _attention_per_step,
-    "short": lambda runs, _: _design(runs, "models", {
-        "model.skip": True}).split(" x ")[0],
-    "gap": _gap, "bn_vs_noattn": _bn_vs_noattn, "times": _times,
-    "noskip_zero": _noskip_zero, "first_steps": _first_steps,
-    "branch_min": lambda runs, _: f"{BRANCH_MIN:g}",
+    "control_per_step": lambda runs, _: _per_step(
+        runs, [sel("control", claims.CONTROL_STEP)], ".0f"),
+    # Every attention model, at 1 and 10 epochs.
+    "attention_per_step": lambda runs, _: _per_step(runs, [
+        sel(v, p) for v in "ABCDEFGH"
+        for p in {"models", TEN_EPOCHS.get(v, "models")}], ".2g"),
+    "gap": _gap, "noskip_zero": _noskip_zero,
+    **{f"{v}_vs_noattn": (lambda runs, _, v=v: _vs_noattn(runs, v))
+       for v in "ACE"},
+    **{f"ratio_{v}": (lambda runs, _, v=v: _ratio(runs, v)) for v in "ACDEF"},
+    **{f"alive{s}_{k}": (lambda runs, _, s=s, k=k: _first_steps(runs, s, k))
+       for s in (0, 1) for k in ("layer0", "layer1")},
+    "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),
+    "branch_min": lambda runs, _: f"{claims.BRANCH_MIN:g}",
     # What removing the attention branch costs (probes.branch_effect).
     **{f"branch_{key}": (lambda runs, _, w=sel(lab, part): render.cell(
         runs, w, claims.BRANCH)) for key, lab, part in (
@@ -470,13 +375,14 @@ STUDY = studies.Study(
     name="elementwise",
     title="Element-wise attention (Baco China et al. 2023): reproduction",
     paper="../shared/papers/elementwise-attention-bacochina2023.txt",
-    spec=SPEC, parts=BASE, optional=OPTIONAL, focus=FOCUS,
+    spec=SPEC, parts=BASE, optional={"control": "part=control"}, focus=FOCUS,
     fields=("model.variant", "model.heads", "model.skip"),
     values={"collapsed": collapsed, "collapse_step": collapse_step,
             "first_layer_grad": first_layer_grad,
             "layer_grads_zero": layer_grads_zero, "params": params},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
-    probe=probe, claims=CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
+    probe=probe, claims=claims.CLAIMS,
+    template=os.path.join(HERE, "RESULTS.md.tmpl"),
     tables=TABLES, plots=PLOTS, facts=FACTS)
 
 
