@@ -102,36 +102,6 @@ def params(run) -> float:
   return float(_PARAMS[key])
 
 
-def probe(runs, cache_dir):
-  """The checkpoint probes (``probes.py``) into each run's values. Not on
-  the control's 1-step timing runs: no trained-model number means anything
-  there, and each would cost another control step (~5 CPU-minutes)."""
-  del cache_dir
-  noskip = None
-  for r, state in studies.probed([r for r in runs
-                                  if r.part != claims.CONTROL_STEP]):
-    g = _probes.paper_grad_avg(r, state)
-    if g is not None:   # an exact 0 (a dead first layer) reads as 1e-30
-      r.metrics.update({"value/grad_avg": g, "value/abs_grad_avg": abs(g),
-                        "value/log10_abs_grad_avg": float(
-                            np.log10(max(abs(g), 1e-30)))})
-    w = _probes.first_head_weights(state["params"])
-    if w is not None:
-      r.metrics.update({"value/x_w_std": w["x_std"],
-                        "value/y_over_x_std": w["y_std"] / w["x_std"],
-                        "value/w_within_band": w["within_band"]})
-    if r.config.model_name == "elementwise":
-      got = {"value/attn_moved": studies.moved_from_init(
-          r.config, state, r"(x|y)_weights"),
-             "value/branch_effect": _probes.branch_effect(r, state)}
-      r.metrics.update({k: v for k, v in got.items() if v is not None})
-    if (r.part == "separate_10ep" and noskip is None
-        and not r.get("model.skip")):
-      noskip = r
-      x, y = studies.load_images(r.config, r.config.data.train_split, 4096)
-      r.probes["first_steps"] = _probes.first_steps(r.config, x, y)
-
-
 def collapse_cell(runs, where):
   rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
   if not rs:
@@ -146,34 +116,28 @@ def collapse_cell(runs, where):
 
 
 @functools.cache
-def cifar_count(label) -> int:
-  """Our parameter count of the paper's CIFAR-10 model ``label``, from its
-  declared config (``jax.eval_shape``; no data, no run)."""
+def _declared_count(args: str) -> int:
+  """Parameter count of the config ``sweep.py:args`` declares (no run)."""
   from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
-  args = claims.PAPER_CIFAR_PARAMS[label][1]
-  cfg = declaration.load(f"{SPEC}:{args}").runs[0]
-  return studies.param_count(studies.build_abstract(cfg.config)[1])
-
-
-def _our_count(runs, label) -> int | None:
-  """From ``label``'s runs, or its declared config (CIFAR-10, not run)."""
-  if label in claims.PAPER_CIFAR_PARAMS:
-    return cifar_count(label)
-  p = next((r.value("value/params") for r in studies.select(runs, sel(label))
-            if r.value("value/params")), None)
-  return int(p) if p else None
+  cfg = declaration.load(f"{SPEC}:{args}").runs[0].config
+  return studies.param_count(studies.build_abstract(cfg)[1])
 
 
 def _params_row(label):
-  paper = (claims.PAPER_CIFAR_PARAMS[label][0]
-           if label in claims.PAPER_CIFAR_PARAMS
-           else claims.PAPER_PARAMS[label])
+  """Paper, ours (from the runs; CIFAR-10 rows from the declared configs,
+  not run) and ours - paper."""
+  cifar = claims.PAPER_CIFAR_PARAMS.get(label)
+  paper = cifar[0] if cifar else claims.PAPER_PARAMS[label]
 
-  def diff(runs):
-    p = _our_count(runs, label)
-    return "-" if not p else "exact" if p == paper else f"{p - paper:+,}"
+  def ours(runs) -> int | None:
+    if cifar:
+      return _declared_count(cifar[1])
+    p = next((r.value("value/params") for r in studies.select(
+        runs, sel(label)) if r.value("value/params")), None)
+    return int(p) if p else None
   return (label, [f"{paper:,}", lambda runs: f"{p:,}" if (
-      p := _our_count(runs, label)) else "-", diff])
+      p := ours(runs)) else "-", lambda runs: "-" if not (p := ours(runs))
+                  else "exact" if p == paper else f"{p - paper:+,}"])
 
 
 def _time_ratio(runs, v):
@@ -182,16 +146,14 @@ def _time_ratio(runs, v):
   return studies.summarize(pairs(claim, runs)[0])
 
 
-def _ratio_cell(lab):
-  if lab == "B" or lab not in TEN_EPOCHS:
-    return "-"
-
+def _ratio(v, spread: bool):
+  """The ratio's mean ("1.21"; ``spread``: "1.21 ± 0.05 (n=3)")."""
   def text(runs):
-    r = _time_ratio(runs, lab)
-    return "-" if r.mean is None else (
-        f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half else "") +
-        f" (n={r.n})")
-  return text
+    r = _time_ratio(runs, v)
+    return ("-" if spread else "?") if r.mean is None else (
+        f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half and spread else "")
+        + (f" (n={r.n})" if spread else ""))
+  return "-" if v == "B" or v not in TEN_EPOCHS else text
 
 
 def _paper_t1(lab, i):
@@ -244,7 +206,7 @@ TABLES = {
         [(lab, [PAPER_MINUTES[lab],
                 f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
                 Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES)
-                if lab in TEN_EPOCHS else "-", _ratio_cell(lab),
+                if lab in TEN_EPOCHS else "-", _ratio(lab, True),
                 Cell(sel(lab, "models"), MINUTES)])
          for lab in PAPER_MINUTES]),
 }
@@ -317,11 +279,6 @@ def _vs_noattn(runs, v) -> str:
       sel(NOATTN, "noattn_10ep"), ">"), runs))
 
 
-def _ratio(runs, v) -> str:
-  mean = _time_ratio(runs, v).mean
-  return "?" if mean is None else f"{mean:.3g}"
-
-
 NOSKIP = sel("B, no skip, separate optimizers", "separate_10ep")
 
 
@@ -358,7 +315,8 @@ FACTS = {
     "gap": _gap, "noskip_zero": _noskip_zero,
     **{f"{v}_vs_noattn": (lambda runs, _, v=v: _vs_noattn(runs, v))
        for v in "ACE"},
-    **{f"ratio_{v}": (lambda runs, _, v=v: _ratio(runs, v)) for v in "ACDEF"},
+    **{f"ratio_{v}": (lambda runs, _, f=_ratio(v, False): f(runs))
+       for v in "ACDEF"},
     **{f"alive{s}_{k}": (lambda runs, _, s=s, k=k: _first_steps(runs, s, k))
        for s in (0, 1) for k in ("layer0", "layer1")},
     "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),
@@ -381,7 +339,7 @@ STUDY = studies.Study(
             "first_layer_grad": first_layer_grad,
             "layer_grads_zero": layer_grads_zero, "params": params},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
-    probe=probe, claims=claims.CLAIMS,
+    probe=_probes.record, claims=claims.CLAIMS,
     template=os.path.join(HERE, "RESULTS.md.tmpl"),
     tables=TABLES, plots=PLOTS, facts=FACTS)
 
