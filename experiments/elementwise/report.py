@@ -1,16 +1,12 @@
 r"""The element-wise attention study (Baco China et al. 2023): its parts,
-per-run values, checkpoint probes, and the tables, plots and facts
-``RESULTS.md.tmpl`` names (the claims are data in ``claims.py``).
+per-run values, and the tables, plots and facts ``RESULTS.md.tmpl`` names
+(claims: ``claims.py``; checkpoint probes: ``probes.py``).
 
   python experiments/elementwise/report.py --workdir=workdirs/elementwise   # export + report
   python experiments/elementwise/report.py --from-csv experiments/elementwise/runs.csv
 
 A run "collapsed" when it diverged or its final test accuracy is at chance
-(< 15 %): the paper's "NaN" rows. Probes (``probes.py``, at export from each
-finished run's checkpoint; ``--no_probes`` skips them): the paper's "last
-gradients average", how far the attention weights moved from their init,
-the first head's weight statistics, the accuracy lost without the attention
-branch, and ``first_steps`` for one seed of B without skip at 10 epochs.
+(< 15 %): the paper's "NaN" rows.
 """
 
 from __future__ import annotations
@@ -102,17 +98,19 @@ def params(run) -> float:
   return float(_PARAMS[key])
 
 
-def collapse_cell(runs, where):
-  rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
-  if not rs:
-    return render.NOT_RUN
-  k = [r for r in rs if claims.COLLAPSED.of(r)]
-  at = sorted(int(r.value("value/collapse_step")) for r in k
-              if r.value("value/collapse_step") is not None)
-  how = "diverged at step" if any(r.diverged for r in k) else \
-      "at chance from the eval at step"
-  return f"{len(k)}/{len(rs)}" + (f" ({how} {', '.join(map(str, at))})"
-                                  if at else "")
+def collapsed_cell(where):
+  """"3/3 (at chance from the eval at step 15, 15, 15)": the runs ``where``
+  selects that collapsed, and where."""
+  def text(runs):
+    rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
+    k = [r for r in rs if claims.COLLAPSED.of(r)]
+    at = sorted(int(r.value("value/collapse_step")) for r in k
+                if r.value("value/collapse_step") is not None)
+    how = "diverged at step" if any(r.diverged for r in k) else \
+        "at chance from the eval at step"
+    return render.NOT_RUN if not rs else f"{len(k)}/{len(rs)}" + (
+        f" ({how} {', '.join(map(str, at))})" if at else "")
+  return text
 
 
 @functools.cache
@@ -161,13 +159,12 @@ def _paper_t1(lab, i):
   return "-" if lab not in t1 else "NaN" if t1[lab][i] is None else t1[lab][i]
 
 
-def _ten(lab, what):
-  """A 10-epoch cell of ``lab`` ("-" where it has no 10-epoch part)."""
-  if lab not in TEN_EPOCHS:
-    return "-"
-  where = sel(lab, TEN_EPOCHS[lab])
-  return Cell(where, ACCURACY) if what == "acc" else \
-      (lambda runs: collapse_cell(runs, where))
+def _accuracies(lab) -> list:
+  """Accuracy and collapses of ``lab`` at 1 epoch and (where it has a
+  10-epoch part) at 10 epochs."""
+  both = lambda where: [Cell(where, ACCURACY), collapsed_cell(where)]
+  return both(sel(lab)) + (both(sel(lab, TEN_EPOCHS[lab]))
+                           if lab in TEN_EPOCHS else ["-", "-"])
 
 
 def _layer(lab, column, **fmt):
@@ -187,18 +184,13 @@ TABLES = {
         ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
          "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 epochs)",
          "grad avg (1 epoch)", "moved (1 epoch)"],
-        [(lab, [_paper_t1(lab, 1), _paper_t1(lab, 2),
-                Cell(sel(lab), ACCURACY),
-                lambda runs, w=sel(lab): collapse_cell(runs, w),
-                _ten(lab, "acc"), _ten(lab, "collapsed"),
+        [(lab, [_paper_t1(lab, 1), _paper_t1(lab, 2), *_accuracies(lab),
                 _layer(lab, "value/grad_avg", digits=2, sci=True),
                 _layer(lab, "value/attn_moved")]) for lab in claims.LABELS]),
     "app": Table(
         ["setting", "paper", "ours 1 epoch", "collapsed", "ours 10 epochs",
          "collapsed (10 epochs)"],
-        [(lab, [paper, Cell(sel(lab), ACCURACY),
-                lambda runs, w=sel(lab): collapse_cell(runs, w),
-                _ten(lab, "acc"), _ten(lab, "collapsed")])
+        [(lab, [paper, *_accuracies(lab)])
          for lab, paper in claims.PAPER_APPENDIX.items()]),
     "time": Table(
         ["model", "paper min", "paper / B", "ours 10 epochs",
@@ -264,19 +256,18 @@ def _per_step(runs, wheres, fmt) -> str:
   return f"{min(per):{fmt}}-{max(per):{fmt}}" if per else "?"
 
 
+def _vs_noattn(v, part, noattn) -> Claim:
+  """``v`` against the attention-free baseline, paired by seed (for the
+  prose; not a declared claim)."""
+  return Claim("_", "", "", "", ACCURACY, sel(v, part), sel(NOATTN, noattn),
+               ">")
+
+
 def _gap(runs, _) -> str:
   """The largest |no-BN model - attention-free| of a seed pair at 1 epoch."""
-  gaps = [abs(d) for v in "BDFH" for d in pairs(Claim(
-      "_", "", "", "", ACCURACY, sel(v), sel(NOATTN)), runs)[0]]
+  gaps = [abs(d) for v in "BDFH"
+          for d in pairs(_vs_noattn(v, "models", "models"), runs)[0]]
   return f"{max(gaps):.2g}" if gaps else "?"
-
-
-def _vs_noattn(runs, v) -> str:
-  """``v`` - attention-free at 10 epochs, paired by seed: the rule's
-  estimate and interval (not a declared claim)."""
-  return render.estimate(judge(Claim(
-      "_", "", "", "", ACCURACY, sel(v, TEN_EPOCHS[v]),
-      sel(NOATTN, "noattn_10ep"), ">"), runs))
 
 
 NOSKIP = sel("B, no skip, separate optimizers", "separate_10ep")
@@ -313,7 +304,8 @@ FACTS = {
         sel(v, p) for v in "ABCDEFGH"
         for p in {"models", TEN_EPOCHS.get(v, "models")}], ".2g"),
     "gap": _gap, "noskip_zero": _noskip_zero,
-    **{f"{v}_vs_noattn": (lambda runs, _, v=v: _vs_noattn(runs, v))
+    **{f"{v}_vs_noattn": (lambda runs, _, c=_vs_noattn(
+        v, TEN_EPOCHS[v], "noattn_10ep"): render.estimate(judge(c, runs)))
        for v in "ACE"},
     **{f"ratio_{v}": (lambda runs, _, f=_ratio(v, False): f(runs))
        for v in "ACDEF"},
