@@ -11,7 +11,6 @@ A run "collapsed" when it diverged or its final test accuracy is at chance
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from softattn.studies import render
 from softattn.studies.claims import ACCURACY, Claim, Metric, judge, pairs
 from softattn.studies.plotspec import Curves, Plot, Points
 from softattn.studies.render import Cell, Table
+from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
@@ -86,16 +86,16 @@ def layer_grads_zero(run) -> float | None:
   return float(vals.size > 0 and np.all(vals == 0))
 
 
-_PARAMS: dict[str, int] = {}
+_COUNTS: dict[str, int] = {}
 
 
-def params(run) -> float:
-  """Parameter count of the run's model (``jax.eval_shape``, cached)."""
-  key = json.dumps(run.config.model.to_dict(), sort_keys=True, default=repr)
-  if key not in _PARAMS:
-    _PARAMS[key] = studies.param_count(
-        studies.build_abstract(run.config)[1])
-  return float(_PARAMS[key])
+def _count(config) -> int:
+  """Parameter count of ``config``'s model (``jax.eval_shape``, cached)."""
+  key = json.dumps([config.model.to_dict(), config.data.name],
+                   sort_keys=True, default=repr)
+  if key not in _COUNTS:
+    _COUNTS[key] = studies.param_count(studies.build_abstract(config)[1])
+  return _COUNTS[key]
 
 
 def collapsed_cell(where):
@@ -113,14 +113,6 @@ def collapsed_cell(where):
   return text
 
 
-@functools.cache
-def _declared_count(args: str) -> int:
-  """Parameter count of the config ``sweep.py:args`` declares (no run)."""
-  from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
-  cfg = declaration.load(f"{SPEC}:{args}").runs[0].config
-  return studies.param_count(studies.build_abstract(cfg)[1])
-
-
 def _params_row(label):
   """Paper, ours (from the runs; CIFAR-10 rows from the declared configs,
   not run) and ours - paper."""
@@ -129,7 +121,7 @@ def _params_row(label):
 
   def ours(runs) -> int | None:
     if cifar:
-      return _declared_count(cifar[1])
+      return _count(declaration.load(f"{SPEC}:{cifar[1]}").runs[0].config)
     p = next((r.value("value/params") for r in studies.select(
         runs, sel(label)) if r.value("value/params")), None)
     return int(p) if p else None
@@ -329,7 +321,8 @@ STUDY = studies.Study(
     fields=("model.variant", "model.heads", "model.skip"),
     values={"collapsed": collapsed, "collapse_step": collapse_step,
             "first_layer_grad": first_layer_grad,
-            "layer_grads_zero": layer_grads_zero, "params": params},
+            "layer_grads_zero": layer_grads_zero,
+            "params": lambda run: float(_count(run.config))},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
     probe=_probes.record, claims=claims.CLAIMS,
     template=os.path.join(HERE, "RESULTS.md.tmpl"),
