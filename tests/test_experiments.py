@@ -944,6 +944,17 @@ def test_elementwise_paper_grad_avg_from_a_trained_checkpoint(tmp_path,
     e = ew.branch_effect(run, state, n=8)
   assert isinstance(e, float) and -1.0 <= e <= 1.0
   assert ew.branch_effect(run, {"params": {"head": {}}}) is None
+  # The study's probe hook writes them into the run's values, from the
+  # checkpoint in the run's directory.
+  probed = dataclasses.replace(run, dir=str(wd), metrics={})
+  with tfds.testing.mock_data(num_examples=8):
+    ew.record([probed], None)
+  m = probed.metrics
+  assert m["value/grad_avg"] == pytest.approx(v)
+  assert m["value/abs_grad_avg"] == pytest.approx(abs(v))
+  assert m["value/branch_effect"] == pytest.approx(e)
+  assert m["value/attn_moved"] > 0 and 0 < m["value/w_within_band"] <= 1
+  assert "first_steps" not in probed.probes    # only B without skip's
 
 
 def test_export_reads_status_fields_and_metrics(tmp_path):

@@ -1,22 +1,12 @@
-r"""The element-wise attention study's claims as data (Baco China et al. 2023).
-
-The paper's constants with their refs (Table 1's loss, accuracy and last
-gradients average, the parameter counts, Sec. 3's training times, the
-appendix), the metrics and requirements the claims use, the selections of a
-setting by its Table 1 / appendix label (``sel``, ``LABELS``,
-``TEN_EPOCHS``), and ``CLAIMS``. Table 1's and the appendix's claims are
-declared with the budget each needs: Table 1's accuracies are end points
-after 10 epochs, and the "~ B" claims are gated on sanity claims "B (D, F)
-beats the attention-free baseline" (``needs_attention``): without BN each
-head is x * softmax_row * softmax_col ~ x / 784, so the attention branch is
-a tiny fraction of the skip path and B, D, F and H are ReLU(x) = x followed
-by the Dense head, equal by construction.
-
-Each claim is judged at the budget ``BUDGET_TABLE`` declares, with the
-paper's wording for it; the sanity claims are ``kind=SANITY`` (the study's
-own checks, counted apart from the paper's).
-
-``report.py`` renders them (probes, per-run values, sections, plots).
+r"""The element-wise attention study's claims as data (Baco China et al. 2023):
+the paper's constants with their refs, the metrics and requirements the
+claims use, the selection of a setting by its Table 1 / appendix label
+(``sel``, ``LABELS``, ``TEN_EPOCHS``), ``CLAIMS``, and the budget each is
+judged at (``BUDGET_TABLE``, with the paper's wording). The "~ B" claims
+are gated on sanity claims (``kind=SANITY``, counted apart from the
+paper's): without BN each head is x * softmax_row * softmax_col ~ x / 784,
+so B, D, F and H may be the Dense head on the pixels, equal by
+construction.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
-"""Checkpoint probes of the element-wise study (run when exporting runs.csv).
-
-* ``paper_grad_avg``: the paper's "last gradients average" recomputed from a
-  run's final checkpoint;
-* ``first_steps``: what the first optimizer steps do to a model's ReLUs,
-  from its config (why B without skip sits at chance);
-* ``first_head_weights``: the statistics the paper prints of a trained
-  model's first-head x and y weights;
-* ``branch_effect``: the test accuracy a trained model loses when its
-  attention branch is removed (every layer's conv kernel zeroed, its bias
-  kept): whether the attention carries the accuracy at all.
-"""
+"""Checkpoint probes of the element-wise study, run when exporting runs.csv
+(``record``, the study's probe hook; each probe's docstring says what it
+measures)."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
-from softattn import studies
+from softattn import losses, optim, studies
 
 # The paper's "most values within [-0.05, 0.05]" (Sec. 3, model G).
 WEIGHT_BAND = 0.05
@@ -24,9 +18,6 @@ WEIGHT_BAND = 0.05
 def _model_and_loss(config, y):
   """``(model, mean_loss(logits))`` of a run's config against labels ``y``
   (the config's loss and label smoothing, as in training)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from softattn import losses  # pylint: disable=g-import-not-at-top
   model = studies.build_model(config)   # classes from the dataset's facts
   onehot = jax.nn.one_hot(y, model.num_classes)
   if config.loss.get("label_smoothing"):
@@ -35,34 +26,28 @@ def _model_and_loss(config, y):
   return model, lambda logits: jnp.mean(loss_fn(logits, onehot))
 
 
-def paper_grad_avg(run, state, n=4096):
-  """The paper's "last gradients average", recomputed from a checkpoint.
+def _batch_stats(state) -> dict:
+  """The checkpoint's BatchNorm statistics as ``apply`` variables."""
+  return {"batch_stats": state["batch_stats"]} if state.get(
+      "batch_stats") else {}
 
-  The paper logs the mean of the loss gradient of the first layer's
-  weights: the first conv kernel (control) or the first head's x weights
-  of the first layer (attention models), at its last training batch. Ours:
-  the same mean at the run's final checkpoint on the first ``n`` training
-  images (one batch of the paper's size, train mode); ``state``: that
-  checkpoint (``studies.probed``). None when the model has no first layer.
-  """
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  # The attention-free baseline (layers=0) has no first layer: nothing to
-  # compare with the paper's column.
+
+def paper_grad_avg(run, state, n=4096):
+  """The paper's "last gradients average" (the mean loss gradient of the
+  first conv kernel, or of the first layer's first-head x weights, at its
+  last batch), at the run's final checkpoint ``state`` on the first ``n``
+  training images, train mode. None without a first layer (layers=0)."""
   if not {"conv1", "layer0"} & set(state["params"]):
     return None
   cfg = run.config
   x, y = studies.load_images(cfg, cfg.data.train_split, n)
   model, mean_loss = _model_and_loss(cfg, y)
-  stats = state.get("batch_stats") or {}
+  extra = _batch_stats(state)
 
-  def loss(params):
-    if stats:   # BatchNorm in train mode, as in the training step
-      logits, _ = model.apply({"params": params, "batch_stats": stats}, x,
-                              train=True, mutable=["batch_stats"])
-    else:
-      logits = model.apply({"params": params}, x, train=True)
-    return mean_loss(logits)
+  def loss(params):   # BatchNorm in train mode, as in the training step
+    out = model.apply({"params": params, **extra}, x, train=True,
+                      mutable=list(extra) or False)
+    return mean_loss(out[0] if extra else out)
 
   g = jax.jit(jax.grad(loss))(state["params"])
   leaf = g["conv1"]["kernel"] if "conv1" in g else g["layer0"]["x_weights"][0]
@@ -70,22 +55,12 @@ def paper_grad_avg(run, state, n=4096):
 
 
 def first_steps(config, x, y, steps: int = 3) -> list[dict]:
-  """What the first optimizer steps do to a model's ReLUs, from its config.
-
-  A fresh init of ``config.model`` (key ``config.seed``), then ``steps``
-  full-batch steps of the config's own optimizer (``softattn.optim``: for
-  the separate-optimizer runs, lr 0.1 on the attention weights and 1e-3
-  elsewhere) on ``(x, y)``. Per step (0 = init): the mean loss, the
-  fraction of each layer's outputs that are > 0 (``alive``; a ReLU with no
-  positive output passes no gradient), the largest output, the conv
-  biases, and the gradient norm of everything but the head. Explains a
-  run that sits at chance with zero layer gradients; it is a probe of the
-  same recipe, not a replay of the run (other init key, one batch).
-  """
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import optax  # pylint: disable=g-import-not-at-top
-  from softattn import optim  # pylint: disable=g-import-not-at-top
+  """What the first optimizer steps do to a model's ReLUs (why B without
+  skip sits at chance): a fresh init of ``config`` and ``steps`` full-batch
+  steps of its own optimizer on ``(x, y)`` (the same recipe, not a replay
+  of the run). Per step (0 = init): the loss, each layer's share of
+  outputs > 0 (``alive``: a ReLU with none passes no gradient), its
+  largest output and conv bias, the gradient norm of all but the head."""
   model, mean_loss = _model_and_loss(config, y)
   variables = model.init(jax.random.PRNGKey(config.seed), x[:1])
   if "batch_stats" in variables:
@@ -98,7 +73,6 @@ def first_steps(config, x, y, steps: int = 3) -> list[dict]:
 
   @jax.jit
   def probe(p):
-    """Loss, each layer's output and the gradient: one forward pass."""
     def loss(p):
       logits, inter = model.apply({"params": p}, x, train=True,
                                   capture_intermediates=True,
@@ -130,14 +104,10 @@ def first_steps(config, x, y, steps: int = 3) -> list[dict]:
 
 
 def first_head_weights(params) -> dict[str, float] | None:
-  """Mean and std of the first layer's first-head x and y weights, and the
-  share of both within ``±WEIGHT_BAND``: the paper's check of trained
-  weights (Sec. 3 for model G: "most values within [-0.05, 0.05], the y
-  weights having a smaller standard deviation"; the appendix for B without
-  skip: x mean 0.0007, std 0.0208). None for a model without them (the
-  control). At the N(0, 0.02) init 98.8 % lie in the band already, so the
-  claims on these numbers also need the weights to have moved.
-  """
+  """Mean and std of the first layer's first-head x and y weights and the
+  share of both within ``±WEIGHT_BAND``: what the paper prints of trained
+  weights (Sec. 3, model G; the appendix, B without skip). None without
+  them (the control)."""
   layer = params.get("layer0") or {}
   if "x_weights" not in layer:
     return None
@@ -150,17 +120,11 @@ def first_head_weights(params) -> dict[str, float] | None:
 
 
 def branch_effect(run, state, n: int = 10_000) -> float | None:
-  """Test accuracy (fraction) lost when the attention branch is removed.
-
-  Each attention layer computes ``ReLU([BN](conv(heads) + b + x))``;
-  zeroing every layer's conv kernel (the bias kept) leaves
-  ``ReLU([BN](b + x))``, the same network without its attention. The
-  difference of the two accuracies on the first ``n`` test images, both in
-  eval mode from the run's final checkpoint. None for a model without
-  attention layers (the control, the attention-free baseline).
-  """
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  """Test accuracy (fraction) lost when the attention branch is removed:
+  a layer ``ReLU([BN](conv(heads) + b + x))`` with its conv kernel zeroed
+  is ``ReLU([BN](b + x))``, the network without its attention. On the
+  first ``n`` test images, eval mode, from the final checkpoint ``state``;
+  None without attention layers."""
   params = state["params"]
   ablated = without_branch(params)
   if ablated is None:
@@ -168,8 +132,7 @@ def branch_effect(run, state, n: int = 10_000) -> float | None:
   cfg = run.config
   x, y = studies.load_images(cfg, cfg.data.eval_split, n)
   model, _ = _model_and_loss(cfg, y)
-  extra = ({"batch_stats": state["batch_stats"]}
-           if state.get("batch_stats") else {})
+  extra = _batch_stats(state)
 
   @jax.jit
   def accuracy(p):
@@ -190,3 +153,33 @@ def without_branch(params):
       **params[k]["conv"],
       "kernel": np.zeros_like(params[k]["conv"]["kernel"])}}
       for k in layers}}
+
+
+def record(runs, cache_dir):
+  """The study's probe hook: each finished run's probe values into its
+  metrics, and ``first_steps`` for the lowest seed of B without skip at
+  10 epochs. Not the control's 1-step timing runs: no trained-model number
+  means anything there, and each would cost another control step."""
+  del cache_dir
+  noskip = None
+  for r, state in studies.probed(runs, lambda r: r.part != "control_step"):
+    g = paper_grad_avg(r, state)
+    if g is not None:   # an exact 0 (a dead first layer) reads as 1e-30
+      r.metrics.update({"value/grad_avg": g, "value/abs_grad_avg": abs(g),
+                        "value/log10_abs_grad_avg": float(
+                            np.log10(max(abs(g), 1e-30)))})
+    w = first_head_weights(state["params"])
+    if w is not None:
+      r.metrics.update({"value/x_w_std": w["x_std"],
+                        "value/y_over_x_std": w["y_std"] / w["x_std"],
+                        "value/w_within_band": w["within_band"]})
+    if r.config.model_name == "elementwise":
+      got = {"value/attn_moved": studies.moved_from_init(
+          r.config, state, r"(x|y)_weights"),
+             "value/branch_effect": branch_effect(r, state)}
+      r.metrics.update({k: v for k, v in got.items() if v is not None})
+    if (r.part == "separate_10ep" and noskip is None
+        and not r.get("model.skip")):
+      noskip = r
+      x, y = studies.load_images(r.config, r.config.data.train_split, 4096)
+      r.probes["first_steps"] = first_steps(r.config, x, y)

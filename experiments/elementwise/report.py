@@ -1,43 +1,16 @@
-r"""The element-wise attention study (Baco China et al. 2023): probes,
-per-run values, what RESULTS.md shows.
+r"""The element-wise attention study (Baco China et al. 2023): its parts,
+per-run values, and the tables, plots and facts ``RESULTS.md.tmpl`` names
+(claims: ``claims.py``; checkpoint probes: ``probes.py``).
 
   python experiments/elementwise/report.py --workdir=workdirs/elementwise   # export + report
   python experiments/elementwise/report.py --from-csv experiments/elementwise/runs.csv
 
-``STUDY`` declares the parts (``sweep.py``): ``models`` (1 epoch x 2
-seeds; B without skip x 3, its collapse being an event claim) and
-``separate`` (1 epoch x 2 seeds), ``models_10ep`` (A, B, C at the paper's
-10 epochs x 3 seeds), ``separate_10ep`` (B without skip on separate
-optimizers, 10 epochs x 3 seeds) and the attention-free baseline
-``noattn`` / ``noattn_10ep`` (the same recipe with no attention layer: the
-Dense head on the pixels, 1 epoch x 2 seeds / 10 epochs x 3 seeds); the
-opt-in ``control`` (the VGG control: ``CONTROL=1``); the focus parts
-``df_10ep`` (D and F at 10 epochs x 3 seeds, paired with ``models_10ep``'s
-B), ``e_10ep`` (E at 10 epochs x 3 seeds, paired with F), ``single_10ep``
-and ``separate_skip_10ep`` (the appendix's single head and B on separate
-optimizers at 10 epochs x 3 seeds, paired with D and B) and
-``control_step`` (the control for 1 step x 3 seeds: its cost per train
-step, for the Conclusion's "faster training"; no accuracy claim reads it).
-The claims (the paper's numbers, metrics, selections, ``CLAIMS``) are data in
-``claims.py``; the prose is ``RESULTS.md.tmpl``, written by hand; this
-module declares, as data, the tables, plots and facts it names.
-
-A run "collapsed" when it diverged (``kind=nonfinite``) or its final test
-accuracy is at chance (< 15 %): the paper's "NaN" rows.
-
-Probes (at export, from each finished run's checkpoint; ``--no_probes``
-skips them): the paper's "last gradients average" (``paper_grad_avg``), how
-far the attention weights moved from the loop's own init
-(``studies.moved_from_init``), the statistics the paper prints of the
-first head's x and y weights (``first_head_weights``), the accuracy lost
-when the attention branch is removed (``branch_effect``), and for the lowest
-seed of B without skip at 10 epochs, what its first optimizer steps do to
-the ReLUs (``first_steps``, stored in ``runs.csv``).
+A run "collapsed" when it diverged or its final test accuracy is at chance
+(< 15 %): the paper's "NaN" rows.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -45,27 +18,18 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.studies import render, stats
-from softattn.studies.claims import (ACCURACY, Claim, Metric, Verdict, judge,
-                                     pairs)
+from softattn.studies import render
+from softattn.studies.claims import ACCURACY, Claim, Metric, judge, pairs
 from softattn.studies.plotspec import Curves, Plot, Points
 from softattn.studies.render import Cell, Table
+from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
 _probes = studies.load_module(os.path.join(HERE, "probes.py"))
-first_steps, paper_grad_avg = _probes.first_steps, _probes.paper_grad_avg
-first_head_weights, branch_effect = (_probes.first_head_weights,
-                                      _probes.branch_effect)
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
-PAPER_T1, PAPER_PARAMS = claims.PAPER_T1, claims.PAPER_PARAMS
-PAPER_CIFAR_PARAMS, PAPER_MINUTES = (claims.PAPER_CIFAR_PARAMS,
-                                     claims.PAPER_MINUTES)
-PAPER_APPENDIX, NOATTN, COLLAPSED = (claims.PAPER_APPENDIX, claims.NOATTN,
-                                     claims.COLLAPSED)
-sel, LABELS, TEN_EPOCHS = claims.sel, claims.LABELS, claims.TEN_EPOCHS
-BRANCH_MIN = claims.BRANCH_MIN
-CLAIMS = claims.CLAIMS
+sel, NOATTN, TEN_EPOCHS = claims.sel, claims.NOATTN, claims.TEN_EPOCHS
+CHANCE = 0.15
 BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
         "models_10ep": "part=models,epochs=10,variants=ABC,extras=false,"
                        "seeds=3",
@@ -74,18 +38,15 @@ BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
         "noattn": "part=models,variants=B,extras=false,layers=0",
         "noattn_10ep": "part=models,epochs=10,variants=B,extras=false,"
                        "layers=0,seeds=3"}
-OPTIONAL = {"control": "part=control"}
 FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
          "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
          "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
-         # The appendix's single head and B on separate optimizers, at its
-         # 10 epochs (compared with D and B at 10 epochs).
          "single_10ep": "part=models,epochs=10,variants=none,extras=single,"
                         "seeds=3",
          "separate_skip_10ep": "part=separate,epochs=10,skips=skip,seeds=3",
-         # The control's cost per train step (1 step x 3 seeds, 0.05 epochs
-         # = ceil(0.73) steps): what time.faster_than_control reads.
+         # The control's cost per train step (0.05 epochs = 1 step x 3
+         # seeds): what time.faster_than_control reads.
          claims.CONTROL_STEP: "part=control,control_epochs=0.05,"
                               "control_seeds=3"}
 
@@ -94,7 +55,7 @@ def collapsed(run) -> float | None:
   if run.diverged:
     return 1.0
   acc = run.value("final/accuracy")
-  return None if acc is None else float(acc < 0.15)
+  return None if acc is None else float(acc < CHANCE)
 
 
 def collapse_step(run) -> float | None:
@@ -104,7 +65,7 @@ def collapse_step(run) -> float | None:
   if not collapsed(run):
     return None
   steps, acc = run.curve("accuracy", "eval")
-  at = steps[acc < 0.15]
+  at = steps[acc < CHANCE]
   return float(at[0]) if at.size else None
 
 
@@ -125,125 +86,77 @@ def layer_grads_zero(run) -> float | None:
   return float(vals.size > 0 and np.all(vals == 0))
 
 
-_PARAMS: dict[str, int] = {}
+_COUNTS: dict[str, int] = {}
 
 
-def params(run) -> float:
-  """Parameter count of the run's model (``jax.eval_shape``, cached)."""
-  key = json.dumps(run.config.model.to_dict(), sort_keys=True, default=repr)
-  if key not in _PARAMS:
-    _PARAMS[key] = studies.param_count(
-        studies.build_abstract(run.config)[1])
-  return float(_PARAMS[key])
+def _count(config) -> int:
+  """Parameter count of ``config``'s model (``jax.eval_shape``, cached)."""
+  key = json.dumps([config.model.to_dict(), config.data.name],
+                   sort_keys=True, default=repr)
+  if key not in _COUNTS:
+    _COUNTS[key] = studies.param_count(studies.build_abstract(config)[1])
+  return _COUNTS[key]
 
 
-def probe(runs, cache_dir):
-  del cache_dir
-  noskip = None
-  # The control's timing runs stop after 1 step: no probe's quantity (the
-  # paper's trained-model numbers) means anything there, and each would
-  # cost another control step (~5 CPU-minutes).
-  runs = [r for r in runs if r.part != claims.CONTROL_STEP]
-  for r, state in studies.probed(runs):
-    g = paper_grad_avg(r, state)
-    if g is not None:
-      r.metrics["value/grad_avg"] = g
-      r.metrics["value/abs_grad_avg"] = abs(g)
-      # An exact 0 (a dead first layer) reads as 1e-30: finite for the test.
-      r.metrics["value/log10_abs_grad_avg"] = float(
-          np.log10(max(abs(g), 1e-30)))
-    w = first_head_weights(state["params"])
-    if w is not None:
-      r.metrics["value/x_w_std"] = w["x_std"]
-      r.metrics["value/y_over_x_std"] = w["y_std"] / w["x_std"]
-      r.metrics["value/w_within_band"] = w["within_band"]
-    if r.config.model_name == "elementwise":
-      moved = studies.moved_from_init(r.config, state, r"(x|y)_weights")
-      if moved is not None:
-        r.metrics["value/attn_moved"] = moved
-      effect = branch_effect(r, state)
-      if effect is not None:
-        r.metrics["value/branch_effect"] = effect
-    if (r.part == "separate_10ep" and noskip is None
-        and not r.get("model.skip")):
-      noskip = r
-      x, y = studies.load_images(r.config, r.config.data.train_split, 4096)
-      r.probes["first_steps"] = first_steps(r.config, x, y)
-
-
-def collapse_cell(runs, where):
-  rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
-  if not rs:
-    return render.NOT_RUN
-  k = [r for r in rs if COLLAPSED.of(r)]
-  at = sorted(int(r.value("value/collapse_step")) for r in k
-              if r.value("value/collapse_step") is not None)
-  how = "diverged at step" if any(r.diverged for r in k) else \
-      "at chance from the eval at step"
-  return f"{len(k)}/{len(rs)}" + (f" ({how} {', '.join(map(str, at))})"
-                                  if at else "")
-
-
-@functools.cache
-def cifar_count(label) -> int:
-  """Our parameter count of the paper's CIFAR-10 model ``label``, from its
-  declared config (``jax.eval_shape``; no data, no run)."""
-  from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
-  cfg = declaration.load(f"{SPEC}:{PAPER_CIFAR_PARAMS[label][1]}").runs[0]
-  return studies.param_count(studies.build_abstract(cfg.config)[1])
-
-
-def _our_count(runs, label) -> int | None:
-  """From ``label``'s runs (Fashion-MNIST), or its declared config (the
-  CIFAR-10 rows, not run)."""
-  if label in PAPER_CIFAR_PARAMS:
-    return cifar_count(label)
-  p = next((r.value("value/params") for r in studies.select(runs, sel(label))
-            if r.value("value/params")), None)
-  return int(p) if p else None
-
-
-def _params_row(label):
-  paper = (PAPER_CIFAR_PARAMS[label][0] if label in PAPER_CIFAR_PARAMS
-           else PAPER_PARAMS[label])
-
-  def diff(runs):
-    p = _our_count(runs, label)
-    return "-" if not p else "exact" if p == paper else f"{p - paper:+,}"
-  return (label, [f"{paper:,}", lambda runs: f"{p:,}" if (
-      p := _our_count(runs, label)) else "-", diff])
-
-
-def _time_ratio(runs, v) -> stats.Summary:
-  """Our per-seed core-seconds ratio v / B at 10 epochs (description)."""
-  claim = next(c for c in CLAIMS if c.id == f"time.{v}_over_B")
-  return studies.summarize(pairs(claim, runs)[0])
-
-
-def _ratio_cell(lab):
-  if lab == "B" or lab not in TEN_EPOCHS:
-    return "-"
-
+def collapsed_cell(where):
+  """"3/3 (at chance from the eval at step 15, 15, 15)": the runs ``where``
+  selects that collapsed, and where."""
   def text(runs):
-    r = _time_ratio(runs, lab)
-    return "-" if r.mean is None else (
-        f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half else "") +
-        f" (n={r.n})")
+    rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
+    k = [r for r in rs if claims.COLLAPSED.of(r)]
+    at = sorted(int(r.value("value/collapse_step")) for r in k
+                if r.value("value/collapse_step") is not None)
+    how = "diverged at step" if any(r.diverged for r in k) else \
+        "at chance from the eval at step"
+    return render.NOT_RUN if not rs else f"{len(k)}/{len(rs)}" + (
+        f" ({how} {', '.join(map(str, at))})" if at else "")
   return text
 
 
+def _params_row(label):
+  """Paper, ours (from the runs; CIFAR-10 rows from the declared configs,
+  not run) and ours - paper."""
+  cifar = claims.PAPER_CIFAR_PARAMS.get(label)
+  paper = cifar[0] if cifar else claims.PAPER_PARAMS[label]
+
+  def ours(runs) -> int | None:
+    if cifar:
+      return _count(declaration.load(f"{SPEC}:{cifar[1]}").runs[0].config)
+    p = next((r.value("value/params") for r in studies.select(
+        runs, sel(label)) if r.value("value/params")), None)
+    return int(p) if p else None
+  return (label, [f"{paper:,}", lambda runs: f"{p:,}" if (
+      p := ours(runs)) else "-", lambda runs: "-" if not (p := ours(runs))
+                  else "exact" if p == paper else f"{p - paper:+,}"])
+
+
+def _time_ratio(runs, v):
+  """Our per-seed core-seconds ratio v / B at 10 epochs (description)."""
+  claim = next(c for c in claims.CLAIMS if c.id == f"time.{v}_over_B")
+  return studies.summarize(pairs(claim, runs)[0])
+
+
+def _ratio(v, spread: bool):
+  """The ratio's mean ("1.21"; ``spread``: "1.21 ± 0.05 (n=3)")."""
+  def text(runs):
+    r = _time_ratio(runs, v)
+    return ("-" if spread else "?") if r.mean is None else (
+        f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half and spread else "")
+        + (f" (n={r.n})" if spread else ""))
+  return "-" if v == "B" or v not in TEN_EPOCHS else text
+
+
 def _paper_t1(lab, i):
-  return ("-" if lab not in PAPER_T1 else "NaN" if PAPER_T1[lab][i] is None
-          else PAPER_T1[lab][i])
+  t1 = claims.PAPER_T1
+  return "-" if lab not in t1 else "NaN" if t1[lab][i] is None else t1[lab][i]
 
 
-def _ten(lab, what):
-  """A 10-epoch cell of ``lab`` ("-" where it has no 10-epoch part)."""
-  if lab not in TEN_EPOCHS:
-    return "-"
-  where = sel(lab, TEN_EPOCHS[lab])
-  return Cell(where, ACCURACY) if what == "acc" else \
-      (lambda runs: collapse_cell(runs, where))
+def _accuracies(lab) -> list:
+  """Accuracy and collapses of ``lab`` at 1 epoch and (where it has a
+  10-epoch part) at 10 epochs."""
+  both = lambda where: [Cell(where, ACCURACY), collapsed_cell(where)]
+  return both(sel(lab)) + (both(sel(lab, TEN_EPOCHS[lab]))
+                           if lab in TEN_EPOCHS else ["-", "-"])
 
 
 def _layer(lab, column, **fmt):
@@ -252,42 +165,35 @@ def _layer(lab, column, **fmt):
 
 
 MINUTES = Metric("", "core_seconds", 1 / 60, digits=1)
+PAPER_MINUTES = claims.PAPER_MINUTES
 
 TABLES = {
     "params": Table(["model", "paper", "ours", "ours - paper"], [
-        _params_row(lab) for lab in [*LABELS, "single head",
-                                     *PAPER_CIFAR_PARAMS]
-        if lab in PAPER_PARAMS or lab in PAPER_CIFAR_PARAMS]),
+        _params_row(lab) for lab in [*claims.LABELS, "single head",
+                                     *claims.PAPER_CIFAR_PARAMS]
+        if lab in claims.PAPER_PARAMS or lab in claims.PAPER_CIFAR_PARAMS]),
     "t1": Table(
         ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
          "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 epochs)",
          "grad avg (1 epoch)", "moved (1 epoch)"],
-        [(lab, [_paper_t1(lab, 1), _paper_t1(lab, 2),
-                Cell(sel(lab), ACCURACY),
-                lambda runs, w=sel(lab): collapse_cell(runs, w),
-                _ten(lab, "acc"), _ten(lab, "collapsed"),
+        [(lab, [_paper_t1(lab, 1), _paper_t1(lab, 2), *_accuracies(lab),
                 _layer(lab, "value/grad_avg", digits=2, sci=True),
-                _layer(lab, "value/attn_moved")]) for lab in LABELS]),
+                _layer(lab, "value/attn_moved")]) for lab in claims.LABELS]),
     "app": Table(
         ["setting", "paper", "ours 1 epoch", "collapsed", "ours 10 epochs",
          "collapsed (10 epochs)"],
-        [(lab, [PAPER_APPENDIX[lab], Cell(sel(lab), ACCURACY),
-                lambda runs, w=sel(lab): collapse_cell(runs, w),
-                _ten(lab, "acc"), _ten(lab, "collapsed")])
-         for lab in PAPER_APPENDIX]),
+        [(lab, [paper, *_accuracies(lab)])
+         for lab, paper in claims.PAPER_APPENDIX.items()]),
     "time": Table(
         ["model", "paper min", "paper / B", "ours 10 epochs",
          "ours / B (10 epochs)", "ours 1 epoch"],
         [(lab, [PAPER_MINUTES[lab],
                 f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
                 Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES)
-                if lab in TEN_EPOCHS else "-", _ratio_cell(lab),
+                if lab in TEN_EPOCHS else "-", _ratio(lab, True),
                 Cell(sel(lab, "models"), MINUTES)])
          for lab in PAPER_MINUTES]),
 }
-
-TRAIN_LOSS = Metric("final train loss", "final/train_loss", digits=3)
-ONE_EPOCH = [*"ABCDEFGH", NOATTN]
 
 
 def _curves_plot(title, parts, metric, split, ylabel, finals, logy=False,
@@ -311,40 +217,19 @@ def _curves_plot(title, parts, metric, split, ylabel, finals, logy=False,
               size=(6.6, 4.2))
 
 
+ONE_EPOCH = dict.fromkeys([*"ABCDEFGH", NOATTN], "models")
 PLOTS = {
     "accuracy": _curves_plot(
-        "train accuracy, 1 epoch", dict.fromkeys(ONE_EPOCH, "models"),
-        "accuracy", "train", "train accuracy % (mean, 95 % band)", ACCURACY),
+        "train accuracy, 1 epoch", ONE_EPOCH, "accuracy", "train",
+        "train accuracy % (mean, 95 % band)", ACCURACY),
     "loss": _curves_plot(
-        "train loss, 1 epoch", dict.fromkeys(ONE_EPOCH, "models"), "loss",
-        "train", "train loss", TRAIN_LOSS, logy=True),
+        "train loss, 1 epoch", ONE_EPOCH, "loss", "train", "train loss",
+        Metric("final train loss", "final/train_loss", digits=3), logy=True),
     "accuracy_10ep": _curves_plot(
         "test accuracy, 10 epochs", TEN_EPOCHS, "accuracy", "eval",
         "test accuracy % (mean, 95 % band)", ACCURACY,
         ends_without=("B, no skip, separate optimizers",)),
 }
-
-
-def _design(runs, part, where=None) -> str:
-  """"1 epoch x 2 seeds": a part's (or its subset ``where``'s) budget."""
-  return render.design(runs, {"part": part, **(where or {})}, length="epochs")
-
-
-def _ten_epoch_design(runs, _=None) -> str:
-  """"10 epochs x 3 seeds for A-C (`models_10ep`), D and F (`df_10ep`)":
-  Table 1's 10-epoch models grouped by part, parts grouped by design."""
-  parts: dict[str, list[str]] = {}
-  for lab, part in TEN_EPOCHS.items():
-    if lab in PAPER_T1:
-      parts.setdefault(part, []).append(lab)
-  designs: dict[str, list[str]] = {}
-  for part, labs in parts.items():
-    names = (f"{labs[0]}-{labs[-1]}" if len(labs) > 2 else
-             " and ".join(labs))
-    designs.setdefault(_design(runs, part), []).append(
-        f"{names} (`{part}`)")
-  return "; ".join(f"{d} for {', '.join(groups)}"
-                   for d, groups in designs.items())
 
 
 def _minutes(runs, _) -> str:
@@ -355,63 +240,26 @@ def _minutes(runs, _) -> str:
           if got else "no finished run in runs.csv")
 
 
-def _per_step(runs, where) -> list[float]:
-  """CPU core-seconds per train step of the finished runs ``where``."""
-  got = (claims.CPU_PER_STEP.of(r) for r in studies.select(runs, where)
-         if r.done)
-  return [v for v in got if v is not None]
+def _per_step(runs, wheres, fmt) -> str:
+  """"474-514": the span of CPU core-seconds per train step of the
+  finished runs ``wheres`` select."""
+  per = [v for w in wheres for r in studies.select(runs, w)
+         if r.done and (v := claims.CPU_PER_STEP.of(r)) is not None]
+  return f"{min(per):{fmt}}-{max(per):{fmt}}" if per else "?"
 
 
-def _control_step(runs, _) -> str:
-  """"1 train step x 3 seeds, 480-520 CPU core-seconds per step": the
-  control's timing runs (``control_step``)."""
-  where = sel("control", claims.CONTROL_STEP)
-  per = _per_step(runs, where)
-  if not per:
-    return "no finished run in runs.csv"
-  steps = "/".join(str(s) for s in sorted(
-      {int(r.step) for r in studies.select(runs, where) if r.done}))
-  return (f"{steps} train step x {len(per)} seeds, {min(per):.0f}-"
-          f"{max(per):.0f} CPU core-seconds per step")
-
-
-def _attention_per_step(runs, _) -> str:
-  """"2.9-14": the range of the attention models' (A-H, 1 and 10 epochs)
-  CPU core-seconds per train step."""
-  per = [v for lab in "ABCDEFGH" for part in {"models", TEN_EPOCHS.get(
-      lab, "models")} for v in _per_step(runs, sel(lab, part))]
-  return f"{min(per):.2g}-{max(per):.2g}" if per else "?"
-
-
-def _vs_noattn(runs, label, part) -> Verdict:
-  """``label`` - attention-free, paired by seed (the rule's estimate and
-  interval; not a declared claim)."""
-  noattn = "noattn_10ep" if part.endswith("10ep") else "noattn"
-  return judge(Claim("_", "", "", "", ACCURACY, sel(label, part),
-                     sel(NOATTN, noattn), ">"), runs)
+def _vs_noattn(v, part, noattn) -> Claim:
+  """``v`` against the attention-free baseline, paired by seed (for the
+  prose; not a declared claim)."""
+  return Claim("_", "", "", "", ACCURACY, sel(v, part), sel(NOATTN, noattn),
+               ">")
 
 
 def _gap(runs, _) -> str:
   """The largest |no-BN model - attention-free| of a seed pair at 1 epoch."""
-  gaps = [abs(d) for v in "BDFH" for d in pairs(Claim(
-      "_", "", "", "", ACCURACY, sel(v), sel(NOATTN)), runs)[0]]
+  gaps = [abs(d) for v in "BDFH"
+          for d in pairs(_vs_noattn(v, "models", "models"), runs)[0]]
   return f"{max(gaps):.2g}" if gaps else "?"
-
-
-def _bn_vs_noattn(runs, _) -> str:
-  """"A +3.74 [+3.16, +4.31]; ...": the BN models against the
-  attention-free baseline at 10 epochs."""
-  return "; ".join(f"{v} {render.estimate(_vs_noattn(runs, v, TEN_EPOCHS[v]))}"
-                   for v in "ACE")
-
-
-def _times(runs, _) -> str:
-  """"A 1.21 (paper 1); ...": our core-second ratios to B at 10 epochs."""
-  got = {v: _time_ratio(runs, v) for v in TEN_EPOCHS
-         if v in PAPER_MINUTES and v != "B"}
-  return "; ".join(f"{v} {t.mean:.3g} (paper "
-                   f"{PAPER_MINUTES[v] / PAPER_MINUTES['B']:.3g})"
-                   for v, t in got.items() if t.mean is not None) or "none"
 
 
 NOSKIP = sel("B, no skip, separate optimizers", "separate_10ep")
@@ -425,39 +273,38 @@ def _noskip_zero(runs, _) -> str:
       f"{len(rs)}"
 
 
-def _first_steps(runs, _) -> str:
-  """The ``first_steps`` probe (stored in runs.csv): the share of each
-  layer's ReLU outputs > 0 at init and after one Adam step."""
+def _first_steps(runs, step, key) -> str:
+  """The ``first_steps`` probe (runs.csv) at ``step`` (0: init): % of
+  layer ``key``'s ReLU outputs > 0, or (``key=None``) the layers'
+  gradient norm."""
   rows = next((r.probes["first_steps"] for r in studies.select(runs, NOSKIP)
                if "first_steps" in r.probes), None)
   if not rows:
-    return "not probed (export with probes)"
-  init, one = rows[0], rows[1]
-  return ("at init " + ", ".join(
-      f"{100 * init['alive'][k]:.1f} % of {k}'s ReLU outputs are > 0"
-      for k in sorted(init["alive"])) + "; after one Adam step " +
-          ", ".join(f"{100 * one['alive'][k]:.1f} %"
-                    for k in sorted(one["alive"])) +
-          f" (layer gradient norm {one['grad_norm_layers']:.2g})")
+    return "not probed"
+  if key is None:
+    return f"{rows[step]['grad_norm_layers']:.2g}"
+  alive = rows[step]["alive"]
+  return f"{100 * alive[key]:.1f}" if key in alive else "?"
 
 
 FACTS = {
-    "models": lambda runs, _: _design(runs, "models", {"model.skip": True}),
-    "models_noskip": lambda runs, _: _design(runs, "models",
-                                             {"model.skip": False}),
-    "ten_epochs": _ten_epoch_design,
-    # One part's budget, named as the part.
-    **{p: (lambda runs, _, p=p: _design(runs, p)) for p in (
-        "separate_10ep", "single_10ep", "separate_skip_10ep", "noattn",
-        "noattn_10ep", "control")},
     "control_minutes": _minutes,
-    "control_step": _control_step,
-    "attention_per_step": _attention_per_step,
-    "short": lambda runs, _: _design(runs, "models", {
-        "model.skip": True}).split(" x ")[0],
-    "gap": _gap, "bn_vs_noattn": _bn_vs_noattn, "times": _times,
-    "noskip_zero": _noskip_zero, "first_steps": _first_steps,
-    "branch_min": lambda runs, _: f"{BRANCH_MIN:g}",
+    "control_per_step": lambda runs, _: _per_step(
+        runs, [sel("control", claims.CONTROL_STEP)], ".0f"),
+    # Every attention model, at 1 and 10 epochs.
+    "attention_per_step": lambda runs, _: _per_step(runs, [
+        sel(v, p) for v in "ABCDEFGH"
+        for p in {"models", TEN_EPOCHS.get(v, "models")}], ".2g"),
+    "gap": _gap, "noskip_zero": _noskip_zero,
+    **{f"{v}_vs_noattn": (lambda runs, _, c=_vs_noattn(
+        v, TEN_EPOCHS[v], "noattn_10ep"): render.estimate(judge(c, runs)))
+       for v in "ACE"},
+    **{f"ratio_{v}": (lambda runs, _, f=_ratio(v, False): f(runs))
+       for v in "ACDEF"},
+    **{f"alive{s}_{k}": (lambda runs, _, s=s, k=k: _first_steps(runs, s, k))
+       for s in (0, 1) for k in ("layer0", "layer1")},
+    "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),
+    "branch_min": lambda runs, _: f"{claims.BRANCH_MIN:g}",
     # What removing the attention branch costs (probes.branch_effect).
     **{f"branch_{key}": (lambda runs, _, w=sel(lab, part): render.cell(
         runs, w, claims.BRANCH)) for key, lab, part in (
@@ -470,13 +317,15 @@ STUDY = studies.Study(
     name="elementwise",
     title="Element-wise attention (Baco China et al. 2023): reproduction",
     paper="../shared/papers/elementwise-attention-bacochina2023.txt",
-    spec=SPEC, parts=BASE, optional=OPTIONAL, focus=FOCUS,
+    spec=SPEC, parts=BASE, optional={"control": "part=control"}, focus=FOCUS,
     fields=("model.variant", "model.heads", "model.skip"),
     values={"collapsed": collapsed, "collapse_step": collapse_step,
             "first_layer_grad": first_layer_grad,
-            "layer_grads_zero": layer_grads_zero, "params": params},
+            "layer_grads_zero": layer_grads_zero,
+            "params": lambda run: float(_count(run.config))},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
-    probe=probe, claims=CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
+    probe=_probes.record, claims=claims.CLAIMS,
+    template=os.path.join(HERE, "RESULTS.md.tmpl"),
     tables=TABLES, plots=PLOTS, facts=FACTS)
 
 

@@ -1,14 +1,13 @@
 r"""Element-wise attention study (Baco China et al. 2023): Table 1 + appendix.
 
 Paper: Baco China & de Souza 2023, "Element-Wise Attention Layers: an option
-for optimization".
-Setup as below. The paper's own recipe is small and is
-used at both scales: 10 epochs, batch 4096 (Fashion-MNIST; 1024 for
-CIFAR-10), Adam lr 1e-3 (default betas, constant), every weight N(0, 0.02),
-biases 0, categorical cross-entropy, pixels in [0, 1], no augmentation.
+for optimization". Its recipe is small and is used at both scales: 10
+epochs, batch 4096 (Fashion-MNIST; 1024 for CIFAR-10), Adam lr 1e-3
+(default betas, constant), every weight N(0, 0.02), biases 0, categorical
+cross-entropy, pixels in [0, 1], no augmentation.
 
-The study has three parts (``part=``), because the models differ in their
-config sections (a sweep overrides leaves of one base config):
+Three parts (``part=``), as the models differ in their config sections (a
+sweep overrides leaves of one base config):
 
 * ``part=models`` (default): Table 1's attention models A-H (heads 8/16,
   layers 2/4, BN after the conv on/off; ``head_groups`` as the model presets
@@ -23,84 +22,45 @@ config sections (a sweep overrides leaves of one base config):
 Scales:
 
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST, the paper's recipe
-  (batch 4096, Adam 1e-3, N(0, 0.02)) for ``epochs`` (default 1, i.e. 15
-  steps; the paper trains 10) x 2 seeds. Measured: a train step of model A
-  at batch 4096 takes ~6 s on the 2-core CPU (XLA counts only 6.1 GFLOP,
-  but the exp-heavy element-wise backward is memory-bound on XLA:CPU), so
-  the paper's 10 epochs x 3 seeds would take ~25 CPU-hours for the 36
-  runs; 1 epoch x 2 seeds took 29 minutes with ``--parallel=2``. The
-  control (XLA: 4.4 TFLOP per train step of 4096) trains as many epochs
-  as the attention models, 1 seed, and runs only with ``CONTROL=1``: 1
-  epoch took 70 CPU-minutes, 42 minutes alone on 2 cores, ~12 GB
-  (``control_epochs`` changes its length; the report marks a control
-  shorter than the paper's 10 epochs as such). Its cost per train step
-  (the Conclusion's "faster training") is timed by the focus part
-  ``control_step`` (``control_epochs=0.05,control_seeds=3``: 1 step x 3
-  seeds; no accuracy claim reads it): measured 2026-11-26 with
-  ``--parallel=1`` on a machine shared with two other trainings, 474-514
+  for ``epochs`` (default 1, i.e. 15 steps; the paper trains 10) x 2
+  seeds. Measured: a train step of model A at batch 4096 takes ~6 s on the
+  2-core CPU (XLA counts only 6.1 GFLOP, but the exp-heavy element-wise
+  backward is memory-bound on XLA:CPU), so the paper's 10 epochs x 3 seeds
+  would take ~25 CPU-hours for the 36 runs; 1 epoch x 2 seeds took 29
+  minutes with ``--parallel=2``; a 10-epoch run takes 5-25 minutes, an
+  attention-free one (``layers=0``) under a minute. The control (XLA: 4.4
+  TFLOP per train step of 4096) trains as many epochs as the attention
+  models, 1 seed, and runs only with ``CONTROL=1``: 1 epoch took 70
+  CPU-minutes, 42 minutes alone on 2 cores, ~12 GB. Its 1-step timing
+  runs (``control_epochs=0.05,control_seeds=3``), measured 2026-11-26 with
+  ``--parallel=1`` on a machine shared with two other trainings: 474-514
   CPU core-seconds per run (compilation, the step and one test-set
-  evaluation), 12-14 minutes of wall time each, 40 in all, ~12 GB each
-  (so ``--parallel=2`` needs ~25 GB).
-* ``scale=full``: as the paper; ``dataset=cifar10``
-  gives the CIFAR-10 runs (batch 1024); ``seeds`` default 1 (the paper
-  reports single runs).
+  evaluation), 12-14 minutes of wall time each, ~12 GB each (so
+  ``--parallel=2`` needs ~25 GB). ``lr=0.1`` (model B, 1 epoch): 88-93 s
+  a run with ``--parallel=1``.
+* ``scale=full``: as the paper; ``dataset=cifar10`` gives the CIFAR-10
+  runs (batch 1024); ``seeds`` default 1 (the paper reports single runs).
 
-  for p in models control separate; do
-    python -m softattn.sweep run experiments/elementwise/sweep.py:part=$p \
-        --workdir=workdirs/elementwise/$p
-  done
+``report.py``'s ``STUDY`` declares the parts run here (the 10-epoch
+subsets, the attention-free baseline, the control's timing runs) and
+``run.sh`` runs them (with the measured totals):
+
+  python -m softattn.sweep run experiments/elementwise/sweep.py:part=models \
+      --workdir=workdirs/elementwise/models
   python experiments/elementwise/report.py --workdir=workdirs/elementwise
-
-(``bash experiments/elementwise/run.sh`` runs the same for ``models`` and
-``separate``, the control only with ``CONTROL=1``, then the 10-epoch subset
-below.)
-
-The paper's length on a subset (``report.py``'s ``STUDY`` declares the
-parts; ``run.sh`` runs them): the claims one epoch cannot settle -- A and C
-collapse with BN, B without skip trains on separate optimizers, and (the
-focus parts ``df_10ep`` and ``e_10ep``) D ~ B, F ~ B and "BN hurts at 4
-layers", E < F, and (``single_10ep``, ``separate_skip_10ep``) the
-appendix's single head ~ D and B on separate optimizers ~ B -- at 10
-epochs x 3 seeds, B, D or F as their paired reference (a 10-epoch run
-takes 5-25 minutes; see ``run.sh`` for the measured totals):
-
-  sweep.py:part=models,epochs=10,variants=ABC,extras=false,seeds=3
-  sweep.py:part=separate,epochs=10,skips=noskip,seeds=3
-  sweep.py:part=models,epochs=10,variants=DF,extras=false,seeds=3
-  sweep.py:part=models,epochs=10,variants=E,extras=false,seeds=3
-  sweep.py:part=models,epochs=10,variants=none,extras=single,seeds=3
-  sweep.py:part=separate,epochs=10,skips=skip,seeds=3
-
-The attention-free baseline (``layers=0``: model B's recipe with no
-attention layer, the Dense head on the pixels), which every "~ B" claim
-presupposes B, D and F beat (without BN each head is ~x / 784, so B, D, F
-and H reduce to it); each run takes under a minute (measured in
-``runs.csv``):
-
-  sweep.py:part=models,variants=B,extras=false,layers=0
-  sweep.py:part=models,epochs=10,variants=B,extras=false,layers=0,seeds=3
-
-``noskip_seeds=3`` gives B without skip (one optimizer) a third seed at 1
-epoch, so its collapse, an event claim, has the 3 seeds the rule needs,
-without a third seed for every other setting of ``part=models``.
 
 Args (``sweep.py:<k>=<v>,...``): ``part``, ``scale``, ``dataset`` (full:
 fashion_mnist|cifar10), ``seeds``, ``epochs`` (reduced; full is 10),
-``control_epochs``, ``control_seeds``; ``variants`` (part=models: which of
-A-H, e.g. ``ABC``, or ``none`` for the extras alone), ``extras``
-(part=models: also the single-head and no-skip models: ``true``, the
-default, both; ``single`` or ``noskip``, one; ``false``, neither; the
-appendix's single head at the paper's length is
-``part=models,epochs=10,variants=none,extras=single,seeds=3``),
-``skips`` (part=separate: ``both``, ``skip`` or ``noskip``), ``layers``
-(part=models: override every model's number of attention layers; 0 =
-attention-free; default -1, the presets'),
-``noskip_seeds`` (part=models: seeds of the no-skip model; default
-``seeds``), ``lr`` (Adam's learning rate on every weight; default the
-paper's 1e-3; the Conclusion's "increasing the learning rate to 0.1 caused
-the collapse of the model, even without batch normalization" is
-``part=models,variants=B,extras=false,lr=0.1,seeds=3``: 3 runs of 1 epoch,
-88-93 s each with ``--parallel=1``, measured 2026-11-26).
+``control_epochs`` (reduced: default ``epochs``), ``control_seeds``;
+``variants`` (part=models: which of A-H, e.g. ``ABC``, or ``none`` for the
+extras alone), ``extras`` (part=models: also the single-head and no-skip
+models: ``true``, the default, both; ``single`` or ``noskip``, one;
+``false``, neither), ``skips`` (part=separate: ``both``, ``skip`` or
+``noskip``), ``layers`` (part=models: every model's number of attention
+layers; 0 = attention-free, the Dense head on the pixels; default -1, the
+presets'), ``noskip_seeds`` (part=models: seeds of the no-skip model, whose
+collapse, an event claim, needs 3; default ``seeds``), ``lr`` (Adam's
+learning rate on every weight; default the paper's 1e-3).
 """
 
 from ml_collections import config_dict
