@@ -21,7 +21,7 @@ from softattn import studies
 from softattn.studies import render
 from softattn.studies.claims import ACCURACY, Claim, Metric, judge, pairs
 from softattn.studies.plotspec import Curves, Plot, Points
-from softattn.studies.render import Cell, Table
+from softattn.studies.render import Cell, Events, Table
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -98,21 +98,6 @@ def _count(config) -> int:
   return _COUNTS[key]
 
 
-def collapsed_cell(where):
-  """"3/3 (at chance from the eval at step 15, 15, 15)": the runs ``where``
-  selects that collapsed, and where."""
-  def text(runs):
-    rs = [r for r in studies.select(runs, where) if r.done or r.diverged]
-    k = [r for r in rs if claims.COLLAPSED.of(r)]
-    at = sorted(int(r.value("value/collapse_step")) for r in k
-                if r.value("value/collapse_step") is not None)
-    how = "diverged at step" if any(r.diverged for r in k) else \
-        "at chance from the eval at step"
-    return render.NOT_RUN if not rs else f"{len(k)}/{len(rs)}" + (
-        f" ({how} {', '.join(map(str, at))})" if at else "")
-  return text
-
-
 def _params_row(label):
   """Paper, ours (from the runs; CIFAR-10 rows from the declared configs,
   not run) and ours - paper."""
@@ -154,7 +139,9 @@ def _paper_t1(lab, i):
 def _accuracies(lab) -> list:
   """Accuracy and collapses of ``lab`` at 1 epoch and (where it has a
   10-epoch part) at 10 epochs."""
-  both = lambda where: [Cell(where, ACCURACY), collapsed_cell(where)]
+  both = lambda where: [Cell(where, ACCURACY), Events(
+      where, claims.COLLAPSED, "value/collapse_step",
+      ("diverged at step", "at chance from the eval at step"))]
   return both(sel(lab)) + (both(sel(lab, TEN_EPOCHS[lab]))
                            if lab in TEN_EPOCHS else ["-", "-"])
 
