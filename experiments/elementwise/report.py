@@ -42,6 +42,10 @@ FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
          "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
                     "seeds=3",
          "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
+         # G and H at 10 epochs: declared, with the claims that read them
+         # (claims.TEN_EPOCHS), before any of their runs was read.
+         "gh_10ep": "part=models,epochs=10,variants=GH,extras=false,"
+                    "seeds=3",
          "single_10ep": "part=models,epochs=10,variants=none,extras=single,"
                         "seeds=3",
          "separate_skip_10ep": "part=separate,epochs=10,skips=skip,seeds=3",
