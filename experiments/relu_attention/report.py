@@ -118,7 +118,8 @@ def _spread(runs, _):
   the main part: how far apart seeds are at that budget."""
   halves = [studies.summarize([ACCURACY.of(r) for r in studies.select(
       runs, sel(relu_n(a, h), size)) if r.done]).half
-            for size in study.SIZES for a in (0.0, 0.5, 1.0) for h in ("relu", "identity")]
+            for size in study.SIZES for a in (0.0, 0.5, 1.0)
+            for h in ("relu", "identity")]
   return f"±{max(x for x in halves if x):.1f}"
 
 
