@@ -576,6 +576,21 @@ def test_normsoftmax_from_csv(tmp_path):
     assert (out / png).exists()
 
 
+def test_normsoftmax_focus_parts_are_reduced_scale():
+  """A focus part's steps= is a reduced-scale budget: at full scale every
+  focus part is a one-line error naming the fix, not a crash."""
+  study = _module_study("normsoftmax")
+  for part, args in study.focus.items():
+    if "subset=focus" not in args:
+      continue
+    with pytest.raises(declaration.SweepError, match="use scale=reduced"):
+      declaration.load(f"{study.spec}:{args},scale=full")
+  # The reduced focus runs: warmup and eval cadence follow their budget.
+  cfg = declaration.load(f"{study.spec}:{study.focus['loss_2ep']}").runs[0]
+  assert (cfg.config.total_steps, cfg.config.schedule.warmup_steps,
+          cfg.config.eval_every) == (1875, 125, 468)
+
+
 def test_relu_attention_from_csv(tmp_path):
   study = _module_study("relu_attention")
   sweep = studies.load_module(os.path.join(EXP, "relu_attention", "sweep.py"))
