@@ -44,6 +44,7 @@ def _probe() -> Metric:
 
 
 PROBE = _probe()
+
 # Sec. 4 lists h in {relu, relu2, gelu, softplus, identity}; the Fig. 2
 # caption (and Sec. 2) add relu6 and sigmoid. Both are run here, so their
 # claims are declared too, marked as resting on the caption only.
@@ -259,10 +260,8 @@ BUDGET_TABLE = (
     ("gate.costs", Budget((MAIN_STEPS,), "Sec. 4: the gate's compute cost, "
                           "a rate (no training stage), over the `main` "
                           "runs")),
-    ("*.small", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
-                       "steps")),
-    ("*.medium", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
-                        "steps")),
+    *((f"*.{size}", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
+                           "steps")) for size in ("small", "medium")),
     ("qkln.*", Budget((MAIN_STEPS,), _END + "the `main` runs")),
     ("gate.*scaling*", Budget((MAIN_STEPS,), _END + "the `main` runs")),
     ("*", Budget((), "the paper's own training (ImageNet-21k, several "
