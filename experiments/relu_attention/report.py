@@ -106,11 +106,12 @@ PLOTS = {
 # the one-seed alpha grid and 3 seeds of relu and identity.
 
 
-def _minutes(runs, _):
-  wall = lambda p: sum(r.wall_s or 0.0 for r in studies.select(
-      runs, {"part": p}))
-  return ", ".join(f"`{p}` {wall(p) / 60:.0f}" for p in ("main",
-                                                         claims.FOCUS))
+def _minutes(part):
+  """Run-minutes of wall time of a part's runs (``wall_s``)."""
+  def text(runs, _):
+    wall = sum(r.wall_s or 0.0 for r in studies.select(runs, {"part": part}))
+    return f"{wall / 60:.0f}"
+  return text
 
 
 def _spread(runs, _):
@@ -123,24 +124,22 @@ def _spread(runs, _):
   return f"±{max(x for x in halves if x):.1f}"
 
 
-def _best_alpha(runs, h, size):
-  """"relu 0.25": the alpha of h's best seed-0 accuracy; a curve with
-  alphas not run yet names the ones it is the best of."""
-  acc = {a: ACCURACY.of(rs[0]) for a in study.ALPHAS if (rs := [
-      r for r in studies.select(runs, sel(relu_n(a, h), size))
-      if r.seed == 0 and r.done])}
-  if not acc:
-    return None
-  of = "" if len(acc) == len(study.ALPHAS) else \
-      f" (of alpha {', '.join(f'{a:g}' for a in acc)})"
-  return f"{h} {max(acc, key=acc.get):g}{of}"
-
-
-def _grid(runs, _):
-  """The best alpha of each curve of the one-seed grid, per setting."""
-  return "; ".join(f"{size}: " + ", ".join(
-      b for h in study.ACTS if (b := _best_alpha(runs, h, size)))
-                   for size in study.SIZES)
+def _grid(size):
+  """"relu 0.25, relu2 0.5, ...": the alpha of each curve's best accuracy
+  in the one-seed grid (seed 0) on one size; a curve with alphas not run
+  yet names the ones it is the best of."""
+  def text(runs, _):
+    out = []
+    for h in study.ACTS:
+      acc = {a: ACCURACY.of(rs[0]) for a in study.ALPHAS if (rs := [
+          r for r in studies.select(runs, sel(relu_n(a, h), size))
+          if r.seed == 0 and r.done])}
+      of = "" if len(acc) == len(study.ALPHAS) else \
+          f" (of alpha {', '.join(f'{a:g}' for a in acc)})"
+      if acc:
+        out.append(f"{h} {max(acc, key=acc.get):g}{of}")
+    return ", ".join(out)
+  return text
 
 
 def _relu6_gap(runs, _):
@@ -159,7 +158,9 @@ def _relu6_gap(runs, _):
 
 
 FACTS = {
-    "minutes": _minutes, "spread": _spread, "grid": _grid,
+    **{f"minutes.{p}": _minutes(p) for p in ("main", claims.FOCUS)},
+    **{f"grid.{size}": _grid(size) for size in study.SIZES},
+    "spread": _spread,
     "relu6_gap": _relu6_gap, "gate_ratio": _ratio(
         claims.FLOPS, sel(relu_n(1.0), gated=True), sel(relu_n(1.0))),
     "tokens": lambda runs, _: str(claims.sequence_length()),
