@@ -586,8 +586,26 @@ def test_normsoftmax_from_csv(tmp_path):
   # Run facts read from the runs (the synthetic sweep declares them).
   assert "budgets 50/100/200 steps x 3 seeds (variants 200 steps x 2 seeds)" \
       in text
+  assert "1875 steps x 3 seeds: `loss_2ep`" in text
+  # Fashion-MNIST's 10 classes cap gamma=inf's top probability.
+  assert "probability at 0.76 for\n  K = 10 (1 - 2e-11 for K = 1000)" in text
   for png in ("acceleration.png", "score_std.png", "entropy.png"):
     assert (out / png).exists()
+
+
+def test_normsoftmax_focus_parts_are_reduced_scale():
+  """A focus part's steps= is a reduced-scale budget: at full scale every
+  focus part is a one-line error naming the fix, not a crash."""
+  study = _module_study("normsoftmax")
+  for part, args in study.focus.items():
+    if "subset=focus" not in args:
+      continue
+    with pytest.raises(declaration.SweepError, match="use scale=reduced"):
+      declaration.load(f"{study.spec}:{args},scale=full")
+  # The reduced focus runs: warmup and eval cadence follow their budget.
+  cfg = declaration.load(f"{study.spec}:{study.focus['loss_2ep']}").runs[0]
+  assert (cfg.config.total_steps, cfg.config.schedule.warmup_steps,
+          cfg.config.eval_every) == (1875, 125, 468)
 
 
 def test_relu_attention_from_csv(tmp_path):
@@ -661,6 +679,13 @@ def test_relu_attention_from_csv(tmp_path):
   text = (out / "RESULTS.md").read_text()
   assert "part `medium_1000`: medium at 1000\nsteps" in text
   assert "L = 49 tokens" in text
+  # The facts: accuracy grows with alpha (best alpha 1 on every curve);
+  # relu6 trains as relu in every pair (10 grid + 4 seeded main, 6 speed).
+  for size in ("small", "medium"):
+    assert f"{size}: " + ", ".join(f"{h} 1" for h in sweep.ACTS) in text
+  assert "0.00 points (20 pairs)" in text
+  assert "gated / not gated relu/n: 1.091" in text    # 1.2 / 1.1 GFLOP
+  assert "| 1.100 (1.000) |" in text                   # speed: GFLOP/step
   # The prose says relu/n is below softmax; on these runs it is not, and
   # the template's expectation names the claim and the template line.
   with pytest.raises(TemplateError, match=r"RESULTS\.md\.tmpl:\d+: claim "

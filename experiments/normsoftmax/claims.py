@@ -1,13 +1,10 @@
 r"""The NormSoftmax study's claims as data (Jiang et al. 2023).
 
-The paper's constants with their refs (Tables 1, 4 and 5, Fig. 3b's no-decay
-accuracies), the metrics the claims read, the selections of runs (``sel``,
-``long``, ``lsel``; the focus parts' budgets), the budget requirements
-(``END``, ``DECAY``), the settings the early-training claims cover
-(``EARLY_COVERS``), the budget each claim is judged at with the paper's
-wording for it (``BUDGET_TABLE``) and ``CLAIMS``, the list of claim
-declarations; ``softattn.studies.claims.RULE`` judges them. ``report.py``
-renders them (sections, plots, prose) and declares ``STUDY``.
+The paper's constants (Tables 1, 4 and 5, Fig. 3b's no-decay accuracies),
+the metrics and run selections (``sel``, ``long``, ``lsel``) ``report.py``
+shares, the budget requirements (``END``, ``DECAY``, ``SHORT_LOSS``), the
+budget each claim is judged at with the paper's wording for it
+(``BUDGET_TABLE``) and ``CLAIMS``.
 """
 
 from __future__ import annotations
@@ -20,7 +17,8 @@ from softattn.studies.claims import (ACCURACY, Budget, Claim, Metric,
                                      unavailable, with_budgets)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-study = studies.load_module(os.path.join(HERE, "sweep.py"))
+SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
+study = studies.load_module(SPEC)
 SM, SQ, INF = study.SM, study.NSM_SQRT, study.NSM_INF
 FOCUS = "attention_1200"
 BUDGETS = (50, 100, 200)
@@ -154,8 +152,27 @@ def _t5_values(col: int, best: tuple[int, ...]) -> str:
           fmt([v for v in vals if v[0] not in best]))
 
 
+# Table 1's pairwise claims (id, text, ref, a, b, relation): the paper's
+# values are PAPER_T1's "a vs b"; "~" is within ±1 point.
+T1_PAIRS = (
+    ("nsm1_worse", "nsm-1 is much worse than sm", "Table 1",
+     "normsoftmax(gamma=1)", SM, "<"),
+    ("f2_worse", "f2 (inverse clipping) is worse than nsm-sqrtd", "Table 1",
+     "normsoftmax_inverse(gamma=sqrt_d)", SQ, "<"),
+    ("2sqrt_equal", "nsm-2sqrt(d) ~ nsm-sqrt(d) (±1 point)", "Table 1",
+     "normsoftmax(gamma=2*sqrt_d)", SQ, "~"),
+    ("logitnorm_worse", "logitnorm (no mean shift) is worse than nsm-inf",
+     "Table 1", "logitnorm", INF, "<"),
+    ("f1_equal", "f1's learnable w is not needed: f1 ~ nsm-inf (f1 without "
+     "w; ±1 point)", "Table 1", "normsoftmax_learnable", INF, "~"),
+    ("half_sqrt_worse", "gamma = sqrt(d)/2 is too small: nsm-sqrt(d)/2 < "
+     "nsm-sqrtd", "Table 1", "normsoftmax(gamma=0.5*sqrt_d)", SQ, "<"),
+    ("logitnorm_below_sm", "logitnorm is even worse than the softmax "
+     "baseline", "Table 1 text", "logitnorm", SM, "<"),
+)
+
+
 def _claims() -> list[Claim]:
-  v = lambda n: sel(n)
   c = [
       # Fig. 3a: NSM ahead "when the number of epochs is small": every
       # budget we ran is small against its 100 epochs, so each claim covers
@@ -186,12 +203,12 @@ def _claims() -> list[Claim]:
             "overtakes nsm-inf (the normalization impedes late training)",
             "Fig. 3a", "text: nsm-inf \"exceeded by nsm-sqrtd\"", ACCURACY,
             long(SQ), long(INF), ">", min_budget=(END,), section="accel"),
-      Claim("end.sqrt_equal", "after full training nsm-sqrtd ~ sm (±1 "
-            "point)", "Fig. 3a text, Table 1", "88.13 vs 87.96", ACCURACY, long(SQ),
-            long(SM), "~", margin=1.0, min_budget=(END,), section="accel"),
-      Claim("end.inf_equal", "after full training nsm-inf ~ sm (±1 point)",
-            "Fig. 3a text, Table 1", "88.01 vs 87.96", ACCURACY, long(INF), long(SM), "~",
-            margin=1.0, min_budget=(END,), section="accel"),
+      *[Claim(f"end.{name}_equal", f"after full training {short} ~ sm (±1 "
+              "point)", "Fig. 3a text, Table 1", f"{PAPER_T1[n]:.2f} vs "
+              f"{PAPER_T1[SM]:.2f}", ACCURACY, long(n), long(SM), "~",
+              margin=1.0, min_budget=(END,), section="accel")
+        for name, short, n in (("sqrt", "nsm-sqrtd", SQ),
+                               ("inf", "nsm-inf", INF))],
       Claim("wd.costs_sm_more", "removing weight decay costs sm more than "
             "nsm-inf", "Fig. 3b", "-3.81 vs -0.55", ACCURACY, terms=(
                 (1, sel(SM)), (-1, sel(SM, wd=0.0)), (-1, sel(INF)),
@@ -200,31 +217,10 @@ def _claims() -> list[Claim]:
       Claim("wd.inf_gt_sm", "without weight decay nsm-inf > sm", "Fig. 3b",
             "87.46 vs 84.15", ACCURACY, sel(INF, wd=0.0), sel(SM, wd=0.0),
             ">", min_budget=(DECAY,), section="wd"),
-      Claim("t1.nsm1_worse", "nsm-1 is much worse than sm", "Table 1",
-            "81.04 vs 87.96", ACCURACY, v("normsoftmax(gamma=1)"), v(SM),
-            "<", min_budget=(END,), section="t1"),
-      Claim("t1.f2_worse", "f2 (inverse clipping) is worse than nsm-sqrtd",
-            "Table 1", "86.99 vs 88.13", ACCURACY,
-            v("normsoftmax_inverse(gamma=sqrt_d)"), v(SQ), "<",
-            min_budget=(END,), section="t1"),
-      Claim("t1.2sqrt_equal", "nsm-2sqrt(d) ~ nsm-sqrt(d) (±1 point)",
-            "Table 1", "88.21 vs 88.13", ACCURACY,
-            v("normsoftmax(gamma=2*sqrt_d)"), v(SQ), "~", margin=1.0,
-            min_budget=(END,), section="t1"),
-      Claim("t1.logitnorm_worse", "logitnorm (no mean shift) is worse than "
-            "nsm-inf", "Table 1", "87.72 vs 88.01", ACCURACY, v("logitnorm"),
-            v(INF), "<", min_budget=(END,), section="t1"),
-      Claim("t1.f1_equal", "f1's learnable w is not needed: f1 ~ nsm-inf "
-            "(f1 without w; ±1 point)", "Table 1", "87.97 vs 88.01",
-            ACCURACY, v("normsoftmax_learnable"), v(INF), "~", margin=1.0,
-            min_budget=(END,), section="t1"),
-      Claim("t1.half_sqrt_worse", "gamma = sqrt(d)/2 is too small: "
-            "nsm-sqrt(d)/2 < nsm-sqrtd", "Table 1", "87.16 vs 88.13",
-            ACCURACY, v("normsoftmax(gamma=0.5*sqrt_d)"), v(SQ), "<",
-            min_budget=(END,), section="t1"),
-      Claim("t1.logitnorm_below_sm", "logitnorm is even worse than the "
-            "softmax baseline", "Table 1 text", "87.72 vs 87.96", ACCURACY,
-            v("logitnorm"), v(SM), "<", min_budget=(END,), section="t1"),
+      *[Claim(f"t1.{cid}", text, ref, f"{PAPER_T1[a]:.2f} vs "
+              f"{PAPER_T1[b]:.2f}", ACCURACY, sel(a), sel(b), rel,
+              margin=1.0 if rel == "~" else None, min_budget=(END,),
+              section="t1") for cid, text, ref, a, b, rel in T1_PAIRS],
       Claim("t5.sm_best_scale", "softmax is best at scaling factor "
             "d^-1/2 or d^-1/2 / 2", "Table 5", _t5_values(1, (2, 3)), None,
             min_budget=(T5_SM_RUNS,), section="t1"),
@@ -437,6 +433,3 @@ BUDGET_TABLE = (
                  "reason)")),
 )
 CLAIMS = with_budgets(_claims(), BUDGET_TABLE)
-
-# Table 4's short-training claims on the `loss` parts.
-SHORT_LOSS_CLAIMS = ("loss.inf_gt_sm", "loss.inf_gt_nsm1", "loss.gt_logitnorm")

@@ -1,15 +1,8 @@
-r"""The NormSoftmax study (Jiang et al. 2023): what its RESULTS.md shows.
+r"""The NormSoftmax study (Jiang et al. 2023): the per-run values, tables,
+plots and facts its hand-written ``RESULTS.md.tmpl`` names, as data.
 
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax   # export + report
   python experiments/normsoftmax/report.py --from-csv experiments/normsoftmax/runs.csv
-
-The prose is ``RESULTS.md.tmpl``, written by hand; ``claims.py`` holds the
-paper's claims as data. ``STUDY`` declares the parts (``sweep.py``:
-``attention``, ``loss``, ``loss_softmax``, ``loss_logitnorm``; focus
-``attention_1200``, ``loss_2ep`` / ``loss_softmax_2ep`` and Fig. 3b's
-``no_warmup`` / ``sgdm`` ablations), the per-run
-values (the decay's shrink, the attention diagnostics), and as data the
-tables, plots and facts the template names.
 """
 
 from __future__ import annotations
@@ -29,22 +22,23 @@ from softattn.studies.render import Cell, Table
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
-SM, SQ, INF, FOCUS = claims.SM, claims.SQ, claims.INF, claims.FOCUS
-BUDGETS, FOCUS_STEPS, LOSS_LONG = (claims.BUDGETS, claims.FOCUS_STEPS,
-                                   claims.LOSS_LONG)
-LOSS_2EP = claims.LOSS_2EP_STEPS
-sel, long, lsel = claims.sel, claims.long, claims.lsel
-SHORT = {SM: "sm", SQ: "nsm-sqrtd", INF: "nsm-inf",
+# Nearly every cell and curve is a selection: short names keep them one line.
+sel, long, SM, INF = claims.sel, claims.long, claims.SM, claims.INF
+MAIN = claims.study.MAIN    # softmax, nsm-sqrtd, nsm-inf
+FOCUS, FOCUS_STEPS = claims.FOCUS, claims.FOCUS_STEPS
+SHORT = {SM: "sm", claims.SQ: "nsm-sqrtd", INF: "nsm-inf",
          "normsoftmax_learnable": "f1 (learnable w)",
          "normsoftmax_inverse(gamma=sqrt_d)": "f2, gamma=sqrt(d)",
          "normsoftmax(gamma=1)": "nsm-1",
          "normsoftmax(gamma=0.5*sqrt_d)": "nsm-sqrt(d)/2",
          "normsoftmax(gamma=2*sqrt_d)": "nsm-2sqrt(d)",
          "logitnorm": "logitnorm (tau=n^-1/2)"}
-MODEL = declaration.load(SPEC).runs[0].config.model
+MODEL = declaration.load(claims.SPEC).runs[0].config.model
 D = int(MODEL.width // MODEL.num_heads)   # d, the attention head width
+# The classes of the `loss` parts' data (runs.csv has no config).
+K = datasets.known(declaration.load(f"{claims.SPEC}:part=loss").runs[0]
+                   .config.data.name).num_classes
 
 
 def decay_shrink(run) -> float | None:
@@ -91,12 +85,6 @@ def step_ms(run):
   return 1000.0 / sps if sps else None
 
 
-def _num_classes(part) -> int:
-  """The declared classes of a part's model (runs.csv has no config)."""
-  cfg = declaration.load(f"{SPEC}:part={part}").runs[0].config
-  return datasets.known(cfg.data.name).num_classes
-
-
 def _top_cap(k: int) -> float:
   """The largest softmax probability of a unit-variance, zero-mean row of
   ``k`` logits (one at sqrt(k-1), the rest at -1/sqrt(k-1))."""
@@ -107,8 +95,8 @@ def _top_cap(k: int) -> float:
 acc = lambda where: Cell(where, ACCURACY)
 TABLES = {
     "accel": Table(["budget (steps)", "sm", "nsm-sqrtd", "nsm-inf"], [
-        (str(b), [acc(sel(n, b)) for n in (SM, SQ, INF)]) for b in BUDGETS
-    ] + [(str(FOCUS_STEPS), [acc(long(n)) for n in (SM, SQ, INF)])]),
+        (str(b), [acc(sel(n, b)) for n in MAIN]) for b in claims.BUDGETS
+    ] + [(str(FOCUS_STEPS), [acc(long(n)) for n in MAIN])]),
     "wd": Table(["", "paper with wd", "paper no wd", "ours wd 0.1",
                  "ours no wd", "ours no warmup", "ours SGDM"],
                 [(SHORT[n], [claims.PAPER_T1[n], claims.PAPER_NO_WD[n],
@@ -126,8 +114,8 @@ TABLES = {
     "loss": Table(["loss", "paper R50 (20/45/90/180 ep)", "ours, `loss` parts",
                    "ours, 2-epoch parts"],
                   [(f"{lab} cross-entropy", [
-                      " / ".join(f"{x:.2f}" for x in paper), acc(lsel(lab)),
-                      acc(lsel(lab, True))])
+                      " / ".join(f"{x:.2f}" for x in paper),
+                      acc(claims.lsel(lab)), acc(claims.lsel(lab, True))])
                    for lab, paper in claims.PAPER_LOSS.items()]),
     "diag": Table(["", "steps", "std end / first", "std peak / end",
                    "entropy max - min", "entropy at end", "step ms"],
@@ -137,7 +125,7 @@ TABLES = {
                           claims.STD_GROWTH, claims.STD_FALL,
                           claims.ENTROPY_RANGE, claims.ENTROPY_END,
                           claims.STEP_MS)]])
-                   for n in (SM, SQ, INF) for where in (sel(n), long(n))]),
+                   for n in MAIN for where in (sel(n), long(n))]),
 }
 
 
@@ -152,70 +140,48 @@ def _diag_plot(title, metric, ylabel, qk):
       {f"encoderblock_{i}": (long(n), key(i)) for i in range(MODEL.depth)},
       scale=np.sqrt(D) if qk and n == SM else 1.0, logy=qk,
       hline=(f"sqrt(d) = {np.sqrt(D):g} (d = {D})", np.sqrt(D)) if qk
-      else None) for n in (SM, SQ, INF)], size=(4.4, 3.4))
+      else None) for n in MAIN], size=(4.4, 3.4))
 
 
 PLOTS = {
     "acceleration": Plot("accuracy vs budget", [
         Points("test accuracy by budget", ACCURACY,
                "training budget (steps of batch 128)",
-               {SHORT[n]: [(b, sel(n, b)) for b in BUDGETS] +
-                [(FOCUS_STEPS, long(n))] for n in (SM, SQ, INF)},
-               logx=True, dodge=0.12, xticks=(*BUDGETS, FOCUS_STEPS)),
+               {SHORT[n]: [(b, sel(n, b)) for b in claims.BUDGETS] +
+                [(FOCUS_STEPS, long(n))] for n in MAIN},
+               logx=True, dodge=0.12, xticks=(*claims.BUDGETS, FOCUS_STEPS)),
         Paired("paired by seed at the judged 200 steps: NSM - sm", {
             "nsm-inf - sm": "accel.inf_gt_sm",
             "nsm-sqrtd - sm": "accel.sqrt_gt_sm"},
-               "accuracy points (NSM - sm)")],
-                         size=(5.5, 4.0)),
+               "accuracy points (NSM - sm)")], size=(5.5, 4.0)),
     "score_std": _diag_plot("std of QK^T per layer", "score_std",
                             "std of QK^T (softmax: recorded x sqrt(d))", True),
     "entropy": _diag_plot("attention entropy per layer", "attn_entropy",
                           "attention entropy (nats)", False),
 }
 
-
-def _design(where):
-  """"50/100/200 steps x 3 seeds", read from the runs."""
-  return lambda runs, _: (
-      f"{render.steps(runs, where)} steps x "
-      f"{len({r.seed for r in studies.select(runs, where)})} seeds")
-
-
-def _epochs(part):
-  return lambda runs, _: render.epoch_range(studies.select(runs,
-                                                           {"part": part}))
-
-
 FACTS = {
-    "budgets": _design(sel(SM, BUDGETS)), "variants": _design(sel("logitnorm")),
-    "focus": _design({"part": FOCUS}), "loss": _design({"part": "loss"}),
-    "loss_2ep": _design({"part": tuple(LOSS_LONG.values())}),
-    "ablations": _design({"part": (claims.NO_WARMUP, claims.SGDM)}),
-    "epochs": _epochs("attention"), "epochs_focus": _epochs(FOCUS),
-    "epochs_loss": _epochs("loss"), "epochs_2ep": _epochs("loss_2ep"),
     "shrink": lambda runs, _: render.cell(runs, sel(SM), Metric(
         "decay", "value/decay_shrink", 100.0, digits=1)),
-    "classes": lambda runs, _: str(_num_classes("loss")),
-    "top_cap": lambda runs, _: f"{_top_cap(_num_classes('loss')):.2f}",
+    "classes": lambda runs, _: str(K),
+    "top_cap": lambda runs, _: f"{_top_cap(K):.2f}",
     "top_cap_1000": lambda runs, _: f"{1 - _top_cap(1000):.0e}",
 }
 
+TWO_EPOCHS = f"subset=focus,steps={claims.LOSS_2EP_STEPS}"
 STUDY = studies.Study(
     name="normsoftmax",
     title="NormSoftmax (Jiang et al. 2023): reproduction at reduced scale",
-    paper="../shared/papers/normsoftmax-jiang2023.txt", spec=SPEC,
+    paper="../shared/papers/normsoftmax-jiang2023.txt", spec=claims.SPEC,
     parts={"attention": "part=attention", "loss": "part=loss",
            "loss_softmax": "part=loss_softmax",
            "loss_logitnorm": "part=loss_logitnorm"},
     focus={FOCUS: f"part=attention,subset=focus,steps={FOCUS_STEPS}",
-           # Table 4's four rows at 2 epochs (LOSS_LONG).
-           "loss_2ep": f"part=loss,subset=focus,steps={LOSS_2EP}",
-           "loss_softmax_2ep": f"part=loss_softmax,subset=focus,"
-                               f"steps={LOSS_2EP}",
-           "loss_nsm1_2ep": f"part=loss,subset=focus,steps={LOSS_2EP},"
-                            "gamma=1",
-           "loss_logitnorm_2ep": f"part=loss_logitnorm,subset=focus,"
-                                 f"steps={LOSS_2EP}",
+           # Table 4's four rows at 2 epochs (claims.LOSS_LONG).
+           "loss_2ep": f"part=loss,{TWO_EPOCHS}",
+           "loss_softmax_2ep": f"part=loss_softmax,{TWO_EPOCHS}",
+           "loss_nsm1_2ep": f"part=loss,{TWO_EPOCHS},gamma=1",
+           "loss_logitnorm_2ep": f"part=loss_logitnorm,{TWO_EPOCHS}",
            **{p: f"part=attention,subset={p}"
               for p in (claims.NO_WARMUP, claims.SGDM)}},
     fields=("model.normalizer", "total_steps", "optimizer.weight_decay",

@@ -39,10 +39,8 @@ Scales:
   4, 4 heads of 16, patch 4 (49 tokens), batch 128, AdamW 1e-3 wd 0.1,
   10 % warmup + cosine, label smoothing 0.1, no augmentation; budgets
   50/100/200 steps x 3 seeds, no-wd at 200 x 3 seeds, variants at 200 x 2
-  seeds (~6,800 ViT steps; with the loss parts, 57 runs: 71 run-minutes,
-  ~36 minutes on 2 cores with ``--parallel=2``, evaluation and
-  diagnostics included).
-  Loss parts: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3 seeds.
+  seeds. Loss parts: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3
+  seeds. Measured costs of every part: experiments/README.md.
 
   python -m softattn.sweep run experiments/normsoftmax/sweep.py --workdir=workdirs/normsoftmax/attention
   python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss --workdir=workdirs/normsoftmax/loss
@@ -50,38 +48,22 @@ Scales:
   python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_logitnorm --workdir=workdirs/normsoftmax/loss_logitnorm
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax
 
-Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``
-(``all``, or ``focus``: at one budget of ``steps``, for part=attention
-softmax, NSM-sqrt(d) and NSM-inf; for part=loss the NSM loss at one
-``gamma``, default inf; for part=loss_softmax and part=loss_logitnorm
-their loss; or, part=attention only, ``no_warmup`` / ``sgdm``: Fig. 3b's
-optimization ablations, below).
+Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``:
+``all``; ``focus`` (reduced scale), one budget of ``steps``: for
+part=attention softmax, NSM-sqrt(d) and NSM-inf, for part=loss the NSM loss
+at one ``gamma`` (default inf), for part=loss_softmax and
+part=loss_logitnorm their loss; or, part=attention only, ``no_warmup`` /
+``sgdm``: Fig. 3b's optimization ablations beside weight decay, softmax
+and NSM-inf at the main sweep's longest budget (``ABLATIONS``).
 
-The run set that spends extra CPU where it can settle a claim (``report.py``
-declares it as the ``attention_1200`` focus part; ``run.sh`` runs it):
-``part=attention,subset=focus,steps=1200`` -- the three at 1200 steps (2.6
-epochs) x 3 seeds, 9 runs, 51 run-minutes of wall time, ~26 minutes with
-``--parallel=2`` (measured: the sum of ``wall_s`` over runs.csv's
-``attention_1200`` rows).
-Table 4's short-training claim at a tenth of its 20 epochs
-(``loss_2ep``, ``loss_softmax_2ep``): ``part=loss,subset=focus,steps=1875``
-and ``part=loss_softmax,subset=focus,steps=1875`` -- NSM-inf and softmax
-cross-entropy for 2 epochs of batch 64 x 3 seeds, 6 runs, 18 run-minutes
-of wall time, ~9 minutes with ``--parallel=2`` (measured: runs.csv's
-``wall_s``); Table 4's other two rows at the same length
-(``loss_nsm1_2ep``, ``loss_logitnorm_2ep``):
-``part=loss,subset=focus,steps=1875,gamma=1`` and
-``part=loss_logitnorm,subset=focus,steps=1875``, 6 runs, 30 run-minutes,
-~17 minutes with ``--parallel=2`` (measured 2026-11-26).
-Fig. 3b's optimization ablations beside weight decay:
-``part=attention,subset=no_warmup`` and ``subset=sgdm`` -- softmax and
-NSM-inf at the main sweep's longest budget (reduced: 200 steps) without
-warmup, or with SGD momentum 0.9 in place of AdamW (``ABLATIONS``), x 3
-seeds (``report.py``'s ``no_warmup`` and ``sgdm`` focus parts).
-``no_warmup``: 6 runs, 17 run-minutes of wall time, other studies training
-beside it; ``sgdm``: 6 runs, 8 run-minutes, alone (runs.csv's ``wall_s``,
-both measured 2026-11-26 at ``--parallel=1`` on the shared 2-core
-machine).
+The focus parts ``report.py`` declares (``run.sh`` runs them) spend extra
+CPU where it can settle a claim: ``attention_1200``
+(``part=attention,subset=focus,steps=1200``: the three at 2.6 epochs x 3
+seeds); Table 4's four rows at a tenth of its 20 epochs
+(``subset=focus,steps=1875``, 2 epochs of batch 64 x 3 seeds, of
+part=loss, with ``gamma=1`` for nsm-1, loss_softmax and loss_logitnorm);
+``no_warmup`` and ``sgdm`` (x 3 seeds; 17 and 8 run-minutes of wall time,
+measured 2026-11-26 at ``--parallel=1`` on the shared 2-core machine).
 """
 
 from ml_collections import config_dict
@@ -120,6 +102,9 @@ def _arg(arg):
     raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
   if a.scale not in ("reduced", "full"):
     raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
+  if a.subset == "focus" and a.scale == "full":
+    raise ValueError("subset=focus runs one reduced-scale budget of steps=; "
+                     "use scale=reduced")
   if a.gamma != float("inf") and (a.part, a.subset) != ("loss", "focus"):
     raise ValueError(f"gamma={a.gamma:g} picks the NSM loss's gamma of "
                      "part=loss,subset=focus; the other parts sweep theirs")
@@ -214,6 +199,14 @@ def get_config(arg=None):
   return c
 
 
+def _focus_length(steps, warmup_div):
+  """A focus part's one budget: warmup (1/``warmup_div`` of it) and eval
+  cadence follow it."""
+  return [{"total_steps": steps,
+           "schedule.warmup_steps": max(steps // warmup_div, 1),
+           "eval_every": steps // 4}]
+
+
 def get_sweep(arg=None):
   a = _arg(arg)
   field, budgets = _budgets(a)
@@ -223,34 +216,21 @@ def get_sweep(arg=None):
     # One budget (reduced): left to the base config, so --set can shorten it.
     lengths = grid.sweep(field, budgets) if len(budgets) > 1 else [{}]
     gammas = [1.0, float("inf")]
-    if a.subset == "focus":    # warmup and eval cadence follow the budget
-      lengths = [{"total_steps": a.steps,
-                  "schedule.warmup_steps": max(a.steps // 15, 1),
-                  "eval_every": a.steps // 4}]
-      gammas = [a.gamma]
+    if a.subset == "focus":
+      lengths, gammas = _focus_length(a.steps, 15), [a.gamma]
     losses = (grid.sweep("loss.gamma", gammas) if a.part == "loss"
               else [{}])
     return grid.product(losses, lengths, seeds)
   if a.subset == "focus":
-    budgets = [a.steps]
-  if field == "total_steps":   # warmup and eval cadence follow the budget
-    lengths = [{"total_steps": s, "schedule.warmup_steps": max(s // 10, 1),
-                "eval_every": s // 4} for s in budgets]
-  if a.subset == "focus":
-    return grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)
-  else:
-    lengths = grid.sweep(field, budgets)
+    return grid.product(grid.sweep("model.normalizer", MAIN),
+                        _focus_length(a.steps, 10), seeds)
   if a.subset in ABLATIONS:   # as `no_wd`, with the recipe change instead
     return grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]),
-                        [dict(lengths[-1])] if field == "total_steps"
-                        else longest, [ABLATIONS[a.subset]], seeds)
-  accel = grid.product(grid.sweep("model.normalizer", MAIN), lengths, seeds)
-  no_wd = grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]),
-                       [dict(lengths[-1])] if field == "total_steps"
-                       else longest,
+                        longest, [ABLATIONS[a.subset]], seeds)
+  accel = grid.product(grid.sweep("model.normalizer", MAIN),
+                       grid.sweep(field, budgets), seeds)
+  no_wd = grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]), longest,
                        grid.fixed("optimizer.weight_decay", 0.0), seeds)
-  variants = grid.product(
-      grid.sweep("model.normalizer", VARIANTS),
-      [dict(lengths[-1])] if field == "total_steps" else longest,
-      grid.sweep("seed", list(range(a.variant_seeds))))
+  variants = grid.product(grid.sweep("model.normalizer", VARIANTS), longest,
+                          grid.sweep("seed", list(range(a.variant_seeds))))
   return grid.chain(accel, no_wd, variants)

@@ -1,20 +1,16 @@
 r"""The ReLU-attention study (Wortsman et al. 2023): the paper's claims as data.
 
-It holds the settings they are judged at (``SETTINGS``,
-``FOCUS``), the metrics beyond accuracy (``FLOPS``, ``CORE_S``), the run
-selections (``sel``, ``tag``, ``fig2_ref``), the sequence length of the
-declared runs, and ``CLAIMS``: Fig. 2's alpha claims for every h, "no clear
-best non-linearity" as non-superiority over relu/n, "removing the
-activation hurts" at alpha 0, 0.5 and 1, relu/n and unscaled relu vs
-softmax, "ReLU is faster" and the gate's cost on measured core-seconds,
-Figs. 3-4 for relu and relu², the probe, and the claims our setting
-cannot test, with the reason. ``report.py`` renders them (``STUDY``,
-sections, plots, prose); ``softattn.studies.claims.RULE`` judges them, each
-at the budget ``BUDGET_TABLE`` declares with the paper's wording for it.
+``CLAIMS``: Fig. 2's alpha and non-linearity claims, relu/n and unscaled
+relu vs softmax, "ReLU is faster" and the gate's cost on measured
+core-seconds, Figs. 3-4 for relu and relu², the probe, and the claims our
+setting cannot test (with the reason), each judged at the budget
+``BUDGET_TABLE`` declares; with the settings, metrics and run selections
+(``sel``) that ``report.py`` shares.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 from softattn import studies
@@ -34,6 +30,21 @@ SETTINGS = (("small", "main", "small"), ("medium", "main", "medium"),
 FLOPS = Metric("train FLOPs (XLA)", "value/train_flops", 1e-12, unit=" T",
                digits=3)
 CORE_S = Metric("core-seconds", "core_seconds", digits=0)
+
+
+# The first declared run's config: the data, model and probe they all share.
+FIRST = declaration.load(SPEC).runs[0].config
+
+
+def _probe() -> Metric:
+  """The declared probe's accuracy (one dataset, one shot count)."""
+  (name, _), = FIRST.fewshot.datasets.items()
+  return Metric("10-shot %", f"final/fewshot/{name}_"
+                f"{FIRST.fewshot.shots[0]}shot", 100.0)
+
+
+PROBE = _probe()
+
 # Sec. 4 lists h in {relu, relu2, gelu, softplus, identity}; the Fig. 2
 # caption (and Sec. 2) add relu6 and sigmoid. Both are run here, so their
 # claims are declared too, marked as resting on the caption only.
@@ -64,17 +75,14 @@ def sel(norm, size="small", part="main", qkln=True, gated=False):
 def sequence_length() -> int:
   """Sequence length of the declared ViTs on 28x28 Fashion-MNIST: the
   patches, plus one with a class token (``pool="tok"``)."""
-  c = declaration.load(SPEC).runs[0].config
-  ph, pw = c.model.patch_size
-  return (28 // ph) * (28 // pw) + (c.model.pool == "tok")
+  ph, pw = FIRST.model.patch_size
+  return (28 // ph) * (28 // pw) + (FIRST.model.pool == "tok")
 
 
-def _alpha_claims(label, part, size) -> list[Claim]:
+def _alpha_claims(label, part, s, t) -> list[Claim]:
   """Fig. 2's "best alpha close to 1" (every h the setting ran: the other
   activations have one seed below alpha 1, so the rule leaves them
   inconclusive) and sequence-length scaling vs none."""
-  s = lambda n: sel(n, size, part)
-  t = tag(label)
   acts = study.ACTS if part == "main" else ("relu", "identity")
   c = [Claim(f"alpha.{h}_1_gt_half.{t}", f"{label}: {h}, alpha 1 > alpha "
              "0.5 (best alpha close to 1)", fig2_ref(h),
@@ -91,13 +99,11 @@ def _alpha_claims(label, part, size) -> list[Claim]:
   return c
 
 
-def _act_claims(label, part, size) -> list[Claim]:
+def _act_claims(label, part, s, t) -> list[Claim]:
   """"Removing the activation hurts" at every alpha with 3 seeds, and "no
   clear best non-linearity at alpha ~ 1" as non-superiority (no h/n beats
   relu/n, the paper's choice, by more than 1 point): the paper speaks of
   the top, so a worse activation does not contradict it."""
-  s = lambda n: sel(n, size, part)
-  t = tag(label)
   c = [Claim(f"act.relu_gt_identity{suf}.{t}", f"{label}: removing the "
              f"activation hurts at alpha {a:g} (relu{n} > identity{n})",
              "Sec. 2", "\"removing the activation entirely reduced "
@@ -115,9 +121,7 @@ def _act_claims(label, part, size) -> list[Claim]:
   return c
 
 
-def _softmax_claims(label, part, size) -> list[Claim]:
-  s = lambda n: sel(n, size, part)
-  t = tag(label)
+def _softmax_claims(label, part, s, t) -> list[Claim]:
   return [
       Claim(f"sm.relu_equal.{t}", f"{label}: relu/n ~ softmax (±1 point)",
             "Fig. 1", "approaches or matches softmax", ACCURACY,
@@ -234,8 +238,10 @@ def _untestable_claims() -> list[Claim]:
 def _claims() -> list[Claim]:
   c = []
   for label, part, size in SETTINGS:
+    # s(norm): the setting's runs of norm; t: its claim-id suffix.
+    s = functools.partial(sel, size=size, part=part)
     for fn in (_alpha_claims, _act_claims, _softmax_claims):
-      c += fn(label, part, size)
+      c += fn(label, part, s, tag(label))
   return c + _speed_claims() + _ablation_claims() + _untestable_claims()
 
 
@@ -254,13 +260,9 @@ BUDGET_TABLE = (
     ("gate.costs", Budget((MAIN_STEPS,), "Sec. 4: the gate's compute cost, "
                           "a rate (no training stage), over the `main` "
                           "runs")),
-    ("*.small", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
-                       "steps")),
-    ("*.medium", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
-                        "steps")),
-    ("qkln.softmax", Budget((MAIN_STEPS,), _END + "the `main` runs")),
-    ("qkln.relu", Budget((MAIN_STEPS,), _END + "the `main` runs")),
-    ("qkln.relu2", Budget((MAIN_STEPS,), _END + "the `main` runs")),
+    *((f"*.{size}", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
+                           "steps")) for size in ("small", "medium")),
+    ("qkln.*", Budget((MAIN_STEPS,), _END + "the `main` runs")),
     ("gate.*scaling*", Budget((MAIN_STEPS,), _END + "the `main` runs")),
     ("*", Budget((), "the paper's own training (ImageNet-21k, several "
                  "sequence lengths, sharded runs); no runs here (see the "

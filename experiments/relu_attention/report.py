@@ -1,11 +1,8 @@
-r"""The ReLU-attention study (Wortsman et al. 2023): what its RESULTS.md shows.
+r"""The ReLU-attention study (Wortsman et al. 2023): the tables, plots and
+facts its hand-written ``RESULTS.md.tmpl`` names, as data.
 
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention   # export + report
   python experiments/relu_attention/report.py --from-csv experiments/relu_attention/runs.csv
-
-The prose is ``RESULTS.md.tmpl``, written by hand; ``STUDY`` declares the
-runs (``sweep.py``), the claims (``claims.py``) and, as data, the tables,
-plots and the few facts the template names.
 """
 
 from __future__ import annotations
@@ -18,16 +15,16 @@ from softattn.studies import render
 from softattn.studies.claims import ACCURACY, Metric
 from softattn.studies.plotspec import Paired, Plot, Points
 from softattn.studies.render import Cell, Table
-from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
-study, relu_n, sel, tag = claims.study, claims.relu_n, claims.sel, claims.tag
-FOCUS, SETTINGS, FLOPS, CORE_S = (claims.FOCUS, claims.SETTINGS,
-                                  claims.FLOPS, claims.CORE_S)
+# Every table cell is a setting of one normalizer: short names keep them
+# one line each.
+study, sel, relu_n = claims.study, claims.sel, claims.relu_n
 GATED = (("softmax", "softmax"), ("relu/n", relu_n(1.0)),
          ("relu (alpha 0)", relu_n(0.0)), ("relu2/n", relu_n(1.0, "relu2")),
          ("relu2 (alpha 0)", relu_n(0.0, "relu2")))
+PER_STEP = Metric("GFLOP/step", "flops_per_step", 1e-9)
 
 
 def train_flops(run):
@@ -36,47 +33,40 @@ def train_flops(run):
   return float(run.flops_per_step) * float(run.step)
 
 
-def _mean(runs, where, metric=ACCURACY):
-  return studies.summarize([metric.of(r) for r in studies.select(runs, where)
-                            if r.done]).mean
-
-
-def _gflops(h, size):
-  """GFLOP per step of h/n at alpha 1 (the same in every seed) and its
-  ratio to relu/n's."""
-  per_step = Metric("GFLOP/step", "flops_per_step", 1e-9)
-
-  def text(runs):
-    x, r = (_mean(runs, sel(relu_n(1.0, a), size), per_step)
-            for a in (h, "relu"))
-    return render.NOT_RUN if x is None or r is None else \
-        f"{x:.3f} ({x / r:.3f})"
+def _ratio(metric, a, b, show_a=False):
+  """A cell or fact: ``metric``'s mean over the finished runs ``a`` selects
+  over its mean over ``b``'s ("1.066"; ``show_a``: "1.280 (1.066)")."""
+  def text(runs, *_):
+    m = [studies.summarize([metric.of(r) for r in studies.select(runs, w)
+                            if r.done]).mean for w in (a, b)]
+    if None in m:
+      return render.NOT_RUN
+    return f"{m[0]:.3f} ({m[0] / m[1]:.3f})" if show_a else \
+        f"{m[0] / m[1]:.3f}"
   return text
 
 
-def _probe_metric() -> Metric:
-  fs = declaration.load(claims.SPEC).runs[0].config.fewshot
-  (name, _), = fs.datasets.items()
-  return Metric("10-shot %", f"final/fewshot/{name}_{fs.shots[0]}shot", 100.0)
+def _speed_row(label, h, part="main"):
+  """GFLOP per step at alpha 1 (the same in every seed; in brackets: its
+  ratio to relu/n's) and core-seconds, per size."""
+  return (label, [x for s in study.SIZES for x in (
+      _ratio(PER_STEP, sel(relu_n(1.0, h), s), sel(relu_n(1.0), s), True),
+      Cell(sel(relu_n(1.0, h), s, part), claims.CORE_S))])
 
 
 TABLES = {
-    **{f"fig2.{tag(label)}": Table(
+    **{f"fig2.{claims.tag(label)}": Table(
         ["h", *[f"alpha {a:g}" for a in study.ALPHAS]],
         [(h, [Cell(sel(relu_n(a, h), size, part), ACCURACY)
               for a in study.ALPHAS]) for h in study.ACTS] +
         [("softmax", [Cell(sel("softmax", size, part), ACCURACY)] +
           [""] * (len(study.ALPHAS) - 1))])
-       for label, part, size in SETTINGS},
+       for label, part, size in claims.SETTINGS},
     "speed": Table(
         ["h", *[f"{s} {m}" for s in study.SIZES
                 for m in ("GFLOP/step", "core-seconds")]],
-        [(h, [x for s in study.SIZES for x in (
-            _gflops(h, s), Cell(sel(relu_n(1.0, h), s), CORE_S))])
-         for h in study.ACTS] +
-        [(f"{h} (`{claims.SPEED_PART}`)", [x for s in study.SIZES for x in (
-            _gflops(h, s), Cell(sel(relu_n(1.0, h), s, claims.SPEED_PART),
-                                CORE_S))])
+        [_speed_row(h, h) for h in study.ACTS] +
+        [_speed_row(f"{h} (`{claims.SPEED_PART}`)", h, claims.SPEED_PART)
          for h in ("relu", *claims.LATER_SESSION)]),
     "gate": Table(
         ["normalizer", "qk-LN on", "qk-LN off", "gated",
@@ -84,10 +74,11 @@ TABLES = {
          "not gated core-s"],
         [(label, [Cell(sel(n), ACCURACY), Cell(sel(n, qkln=False), ACCURACY),
                   Cell(sel(n, gated=True), ACCURACY),
-                  *[Cell(sel(n, gated=g), m) for m in (FLOPS, CORE_S)
+                  *[Cell(sel(n, gated=g), m)
+                    for m in (claims.FLOPS, claims.CORE_S)
                     for g in (True, False)]]) for label, n in GATED]),
     "probe": Table(["size", "softmax", "relu/n"], [
-        (size, [Cell(sel(n, size), _probe_metric())
+        (size, [Cell(sel(n, size), claims.PROBE)
                 for n in ("softmax", relu_n(1.0))]) for size in study.SIZES]),
 }
 
@@ -97,10 +88,10 @@ PLOTS = {
                {h: [(a, sel(relu_n(a, h), size, part)) for a in study.ALPHAS]
                 for h in study.ACTS}, dodge=0.012,
                reference=("softmax", sel("softmax", size, part)))
-        for label, part, size in SETTINGS] + [
+        for label, part, size in claims.SETTINGS] + [
         Paired("paired by seed: alpha 1 - alpha 0.5", {
-            f"{h}, {label}": f"alpha.{h}_1_gt_half.{tag(label)}"
-            for label, _, _ in SETTINGS for h in ("relu", "identity")},
+            f"{h}, {label}": f"alpha.{h}_1_gt_half.{claims.tag(label)}"
+            for label, _, _ in claims.SETTINGS for h in ("relu", "identity")},
                "accuracy points (alpha 1 - alpha 0.5)")], size=(4.6, 3.8)),
     "compute": Plot("accuracy vs compute", [
         Points(metric.name, ACCURACY, metric.name + metric.unit, {
@@ -109,78 +100,69 @@ PLOTS = {
                 (f"{h}/n", relu_n(1.0, h)) for h in study.ACTS],
                 ("relu (alpha 0)", relu_n(0.0))]},
                x_metric=metric, logx=True, dodge=dodge)
-        for metric, dodge in ((FLOPS, 0.025), (CORE_S, 0.0))]),
+        for metric, dodge in ((claims.FLOPS, 0.025), (claims.CORE_S, 0.0))]),
 }
+# The `main` part runs every size (its setting labels are the size names),
+# the one-seed alpha grid and 3 seeds of relu and identity.
 
 
-def _minutes(runs, _):
-  return ", ".join(
-      f"`{p}` {sum(r.wall_s or 0.0 for r in studies.select(runs, {'part': p})) / 60:.0f}"
-      for p in ("main", FOCUS))
+def _minutes(part):
+  """Run-minutes of wall time of a part's runs (``wall_s``)."""
+  def text(runs, _):
+    wall = sum(r.wall_s or 0.0 for r in studies.select(runs, {"part": part}))
+    return f"{wall / 60:.0f}"
+  return text
 
 
 def _spread(runs, _):
   """The widest seed interval among relu / identity at alpha 0, 0.5, 1 in
   the main part: how far apart seeds are at that budget."""
   halves = [studies.summarize([ACCURACY.of(r) for r in studies.select(
-      runs, sel(relu_n(a, h), size, part)) if r.done]).half
-            for _, part, size in SETTINGS if part == "main"
-            for a in (0.0, 0.5, 1.0) for h in ("relu", "identity")]
+      runs, sel(relu_n(a, h), size)) if r.done]).half
+            for size in study.SIZES for a in (0.0, 0.5, 1.0)
+            for h in ("relu", "identity")]
   return f"±{max(x for x in halves if x):.1f}"
 
 
-def _grid(runs, _):
-  """The alpha of each curve's best accuracy in the one-seed grid (seed 0),
-  per setting of the main part; a curve with alphas not run yet names the
-  ones it is the best of."""
-  out = []
-  for label, part, size in SETTINGS:
-    if part != "main":
-      continue
-    best = []
+def _grid(size):
+  """"relu 0.25, relu2 0.5, ...": the alpha of each curve's best accuracy
+  in the one-seed grid (seed 0) on one size; a curve with alphas not run
+  yet names the ones it is the best of."""
+  def text(runs, _):
+    out = []
     for h in study.ACTS:
       acc = {a: ACCURACY.of(rs[0]) for a in study.ALPHAS if (rs := [
-          r for r in studies.select(runs, sel(relu_n(a, h), size, part))
+          r for r in studies.select(runs, sel(relu_n(a, h), size))
           if r.seed == 0 and r.done])}
+      of = "" if len(acc) == len(study.ALPHAS) else \
+          f" (of alpha {', '.join(f'{a:g}' for a in acc)})"
       if acc:
-        part_of = "" if len(acc) == len(study.ALPHAS) else \
-            f" (of alpha {', '.join(f'{a:g}' for a in acc)})"
-        best.append(f"{h} {max(acc, key=acc.get):g}{part_of}")
-    out.append(f"{label}: {', '.join(best)}")
-  return "; ".join(out)
+        out.append(f"{h} {max(acc, key=acc.get):g}{of}")
+    return ", ".join(out)
+  return text
 
 
 def _relu6_gap(runs, _):
-  """The largest |relu6 - relu| accuracy gap, in points, over the runs of
-  relu6 that have a relu run of the same size, alpha and seed, and their
-  number: how far apart the two non-linearities train here."""
-  gaps = []
-  for r in runs:
-    n = r.get("model.normalizer") or ""
-    if not (r.done and n.endswith("act=relu6)")):
-      continue
-    twin = [o for o in studies.select(runs, {
-        "part": r.part, "model.normalizer": n.replace("relu6)", "relu)"),
-        "model.width": r.get("model.width"), "model.gated": False,
-        "model.qk_layernorm": True}) if o.seed == r.seed and o.done]
-    if twin:
-      gaps.append(abs(ACCURACY.of(r) - ACCURACY.of(twin[0])))
+  """The largest |relu6 - relu| accuracy gap, in points, over the relu6
+  runs that have a relu run of the same part, size, alpha and seed, and
+  their number: how far apart the two non-linearities train here."""
+  acc = {(r.part, r.get("model.normalizer"), r.get("model.width"), r.seed):
+         ACCURACY.of(r) for r in studies.select(
+             runs, {"model.gated": False, "model.qk_layernorm": True})
+         if r.done}
+  gaps = [abs(x - acc[twin]) for (p, n, w, s), x in acc.items()
+          if n.endswith("act=relu6)") and
+          (twin := (p, n.replace("relu6)", "relu)"), w, s)) in acc]
   return render.NOT_RUN if not gaps else \
       f"{max(gaps):.2f} points ({len(gaps)} pairs)"
 
 
-def _gate_ratio(runs, _):
-  g, n = (_mean(runs, sel(relu_n(1.0), gated=x), FLOPS) for x in (True,
-                                                                   False))
-  return render.NOT_RUN if g is None or n is None else f"{g / n:.3f}"
-
-
 FACTS = {
-    "minutes": _minutes, "spread": _spread, "grid": _grid,
-    "gate_ratio": _gate_ratio, "relu6_gap": _relu6_gap,
-    "main_steps": lambda runs, _: render.steps(runs, {"part": "main"}),
-    "focus_steps": lambda runs, _: render.steps(runs, {"part": FOCUS}),
-    "epochs": lambda runs, _: render.epoch_range(runs),
+    **{f"minutes.{p}": _minutes(p) for p in ("main", claims.FOCUS)},
+    **{f"grid.{size}": _grid(size) for size in study.SIZES},
+    "spread": _spread,
+    "relu6_gap": _relu6_gap, "gate_ratio": _ratio(
+        claims.FLOPS, sel(relu_n(1.0), gated=True), sel(relu_n(1.0))),
     "tokens": lambda runs, _: str(claims.sequence_length()),
 }
 
@@ -190,7 +172,8 @@ STUDY = studies.Study(
           "scale",
     paper="../shared/papers/relu-attention-wortsman2023.txt",
     spec=claims.SPEC, parts={"main": ""},
-    focus={FOCUS: "subset=focus,steps=1000", claims.SPEED_PART: "subset=speed"},
+    focus={claims.FOCUS: "subset=focus,steps=1000",
+           claims.SPEED_PART: "subset=speed"},
     fields=("model.normalizer", "model.width", "model.qk_layernorm",
             "model.gated"),
     values={"train_flops": train_flops}, claims=claims.CLAIMS,

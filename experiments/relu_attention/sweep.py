@@ -25,42 +25,25 @@ Scales:
 * ``scale=full``: big_vision's i21k ViT recipe (``configs/i21k_vit.py``:
   30 epochs, batch 4096, Adam with bf16 first moment, lr 1e-3, wd 1e-4,
   10k warmup, cosine, clip 1, sigmoid xent, head bias -10, qk-LN on) for
-  S/32 and S/16, h in the paper's set, 1 seed. i1k accuracy
-  of i21k models and the 8-dataset 10-shot probe need those datasets
-  prepared (see docs/data.md) and are configured in ``configs/i21k_vit.py``.
+  S/32 and S/16, h in the paper's set, 1 seed. i1k accuracy of i21k models
+  and the 8-dataset 10-shot probe need those datasets prepared (see
+  docs/data.md) and are configured in ``configs/i21k_vit.py``.
 * ``scale=reduced`` (default; this CPU): Fashion-MNIST, ViT patch 4 (49
   tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
   200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
-  on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws):
-  141 runs with the extra seeds below (XLA: 1.28 GFLOP per step for the
-  small size). 118 of them (all but relu6 and the relu2 ablations): 96
-  run-minutes of wall time, ~52 minutes on 2 cores with ``--parallel=2``
-  (measured 2026-11-23/24), much of it per-run compilation; the relu6 and
-  relu2-ablation runs, added 2026-11-26: 20 of their 23 runs, 22
-  run-minutes of wall time, ~29 minutes elapsed with ``--parallel=1``
-  beside other jobs on the 2 cores (measured); relu6 at alpha 0, 0.25 and
-  0.75 on the medium model (seed 0, grid points no claim reads) are left
-  to ``run.sh`` (CPU budget; ~3 run-minutes, estimated from the medium
-  runs' 62 s each).
+  on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws): 141
+  runs with the extra seeds (XLA: 1.28 GFLOP per step for the small size).
+  Measured costs of every part, by session: experiments/README.md.
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
 
 Args: ``scale``, ``steps`` (reduced, 200), ``seeds`` (extra-seed runs, 3),
-``subset`` (``all``, or ``focus``: the ``SEEDED`` normalizers on the
-medium model only, ``seeds`` seeds; or ``speed``: relu/n and relu6/n at
-alpha 1 on both sizes, ``seeds`` seeds, so that their core-seconds come
-from one session: relu6/n's ``main`` runs were made in a later one).
-
-The run set that spends extra CPU where it can settle a claim (``report.py``
-declares it as the ``medium_1000`` focus part; ``run.sh`` runs it):
-``subset=focus,steps=1000`` -- the medium model at 5x the budget, 21 runs,
-35 minutes with ``--parallel=2`` (measured 2026-11-23); ``subset=speed``
--- relu/n and relu6/n at alpha 1 together (``speed_relu6``), 12 runs, 11
-run-minutes, ~5 minutes with ``--parallel=2`` (measured 2026-11-26). The
-extra seeds
-(``SEEDED`` and ``AT_ALPHA_1`` at 3 seeds on both sizes) are part of the
-141 main runs.
+``subset``: ``all``; ``focus``, the ``SEEDED`` normalizers on the medium
+model only (``report.py``'s ``medium_1000`` part: ``steps=1000``, 5x the
+budget); or ``speed``, relu/n and relu6/n at alpha 1 on both sizes, so
+that their core-seconds come from one session (``speed_relu6``: relu6/n's
+``main`` runs were made in a later session than relu/n's).
 """
 
 from softattn import configlib
@@ -137,20 +120,19 @@ def _sizes(a, names=None):
 
 def get_sweep(arg=None):
   a = _arg(arg)
+  all_seeds = grid.sweep("seed", list(range(a.seeds)))
   if a.subset == "focus":
     return grid.product(_sizes(a, ["medium"]), grid.sweep(
-        "model.normalizer", SEEDED), grid.sweep("seed", list(range(a.seeds))))
+        "model.normalizer", SEEDED), all_seeds)
   if a.subset == "speed":
     return grid.product(_sizes(a), grid.sweep("model.normalizer", [
-        relu_n(1.0), relu_n(1.0, "relu6")]), grid.sweep(
-            "seed", list(range(a.seeds))))
+        relu_n(1.0), relu_n(1.0, "relu6")]), all_seeds)
   norms = ["softmax"] + [relu_n(al, h) for h in ACTS for al in ALPHAS]
   fig2 = grid.product(_sizes(a), grid.sweep("model.normalizer", norms),
                       grid.fixed("seed", 0))
   if a.scale == "full":
     return fig2
   more = grid.sweep("seed", list(range(1, a.seeds)))
-  all_seeds = grid.sweep("seed", list(range(a.seeds)))
   extra = grid.product(_sizes(a), grid.sweep("model.normalizer",
                                              SEEDED + AT_ALPHA_1), more)
   small = _sizes(a, ["small"])
@@ -158,6 +140,6 @@ def get_sweep(arg=None):
       "softmax", relu_n(1.0), relu_n(1.0, "relu2")]),
                          grid.fixed("model.qk_layernorm", False), all_seeds)
   gated = grid.product(small, grid.sweep("model.normalizer", [
-      relu_n(a, h) for h in ("relu", "relu2") for a in (0.0, 1.0)]),
+      relu_n(al, h) for h in ("relu", "relu2") for al in (0.0, 1.0)]),
                        grid.fixed("model.gated", True), all_seeds)
   return grid.chain(fig2, extra, no_qkln, gated)
