@@ -498,3 +498,14 @@ def test_events_pool_covered_settings_and_censor_short_runs_without_one():
                              covers=())
   nt = studies.judge(only, runs)
   assert nt.word == C.NOT_TESTABLE and "early stages" in nt.reason
+
+
+def test_step_ms_is_the_median_logged_step_without_compilation():
+  r = run("a", 0, 0.5)
+  # The first logged rate includes compilation: skipped.
+  r.series["train/steps_per_sec"] = [[1, 0.5], [2, 10.0], [3, 20.0],
+                                     [4, 40.0]]
+  assert studies.step_ms(r) == pytest.approx(50.0)
+  r.series["train/steps_per_sec"] = [[1, 0.0]]
+  assert studies.step_ms(r) is None
+  assert studies.step_ms(run("a", 1, None, state=State.FAILED)) is None

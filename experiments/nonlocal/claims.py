@@ -59,7 +59,7 @@ PAPER_T2 = {"softmax": {"he": (5.91, 25.82), "normal": (5.73, 25.12),
                        "zeros": (6.14, 26.24)}}
 INITS = {"he": "He", "normal": "sigma 0.01", "zeros": "sigma 0"}
 
-STEP_MS = Metric("train step ms", "value/step_ms", digits=1)
+STEP_MS = studies.STEP_MS
 MEMORY = Metric("XLA train-step MB (full scale)", "value/full_step_mb",
                 digits=0)
 VERTICAL = Metric("var across queries / var across keys",

@@ -246,8 +246,7 @@ STUDY = studies.Study(
         claims.UNSCALED_32_PART: "subset=unscaled,size=32",
         claims.EMBED_PART: "subset=embed"},
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
-    values={"step_ms": lambda r: (lambda s: 1000.0 / s if s else None)(
-        studies.median_train("steps_per_sec")(r))},
+    values={"step_ms": studies.step_ms},
     probe=probe, claims=claims.CLAIMS,
     template=os.path.join(HERE, "RESULTS.md.tmpl"), tables=TABLES,
     plots=PLOTS, facts={"settings_agree": _settings_agree,

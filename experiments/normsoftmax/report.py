@@ -80,11 +80,6 @@ def std_depth_order(run):
   return float(all(a > b for a, b in zip(means, means[1:])))
 
 
-def step_ms(run):
-  sps = studies.median_train("steps_per_sec")(run)
-  return 1000.0 / sps if sps else None
-
-
 def _top_cap(k: int) -> float:
   """The largest softmax probability of a unit-variance, zero-mean row of
   ``k`` logits (one at sqrt(k-1), the rest at -1/sqrt(k-1))."""
@@ -194,7 +189,7 @@ STUDY = studies.Study(
                                      if v[0] > 0 else None),
             "std_fall": _per_layer("score_std", lambda v: v.max() / v[-1]
                                    if v[-1] > 0 else None),
-            "std_depth_order": std_depth_order, "step_ms": step_ms},
+            "std_depth_order": std_depth_order, "step_ms": studies.step_ms},
     series=("train/diag/*score_std", "train/diag/*attn_entropy"),
     claims=claims.CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
     tables=TABLES, plots=PLOTS, facts=FACTS)

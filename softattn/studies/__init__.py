@@ -19,10 +19,10 @@ top of ``experiments/README.md`` from the committed ``runs.csv`` files.
 from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
                                      CONTRADICTED, ERROR, INCONCLUSIVE,
                                      MIN_PAIRS, NOT_TESTABLE, PAPER, RULE,
-                                     SANITY, WORDS, Budget, Claim, Metric,
-                                     Requirement, Verdict, judge, judge_all,
-                                     paper_fraction, precondition,
-                                     unavailable, with_budgets)
+                                     SANITY, STEP_MS, WORDS, Budget, Claim,
+                                     Metric, Requirement, Verdict, judge,
+                                     judge_all, paper_fraction,
+                                     precondition, unavailable, with_budgets)
 # Models without data (softattn.models.abstract), as the studies use them.
 from softattn.models.abstract import (build_abstract, build_model,
                                       input_shape, param_count)
@@ -33,6 +33,7 @@ from softattn.studies.probes import (attention_weights, dump_json,
 from softattn.configlib import load_module
 from softattn.studies.render import cell, claims_table, image, md_table
 from softattn.studies.runs import (Run, collect, mean_over_layers,
-                                   median_train, read_csv, select, write_csv)
+                                   median_train, read_csv, select, step_ms,
+                                   write_csv)
 from softattn.studies.stats import Summary, summarize
 from softattn.studies.study import Study, export, main, report

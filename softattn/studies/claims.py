@@ -115,6 +115,7 @@ class Metric:
 ACCURACY = Metric("test accuracy %", "final/accuracy", 100.0, unit=" points")
 ERROR = Metric("test error %", "final/accuracy", -100.0, 100.0,
                unit=" points")
+STEP_MS = Metric("train step ms", "value/step_ms", digits=1)   # runs.step_ms
 
 
 @dataclasses.dataclass(frozen=True)

@@ -343,6 +343,13 @@ def median_train(metric: str, skip_first: int = 1):
   return fn
 
 
+def step_ms(run: Run) -> float | None:
+  """A ``values`` entry: the median train step in ms (from the logged
+  ``steps_per_sec``, compilation skipped), for finished runs."""
+  sps = median_train("steps_per_sec")(run)
+  return 1000.0 / sps if sps else None
+
+
 def mean_over_layers(metric: str):
   """A ``values`` entry: mean over training and layers of a per-layer
   diagnostic ``diag/<layer>/<metric>``, for finished runs."""
