@@ -289,9 +289,9 @@ FACTS = {
     "gap": _gap, "noskip_zero": _noskip_zero,
     **{f"{v}_vs_noattn": (lambda runs, _, c=_vs_noattn(
         v, TEN_EPOCHS[v], "noattn_10ep"): render.estimate(judge(c, runs)))
-       for v in "ACE"},
+       for v in "ACEG"},
     **{f"ratio_{v}": (lambda runs, _, f=_ratio(v, False): f(runs))
-       for v in "ACDEF"},
+       for v in "ACDEFGH"},
     **{f"alive{s}_{k}": (lambda runs, _, s=s, k=k: _first_steps(runs, s, k))
        for s in (0, 1) for k in ("layer0", "layer1")},
     "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),

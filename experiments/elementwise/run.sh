@@ -18,7 +18,9 @@
 # 5 run-minutes with --parallel=1; measured 2026-11-26); single_10ep and
 # separate_skip_10ep, the appendix's single head and B on separate
 # optimizers at 10 epochs x 3 seeds (6 runs, 45 run-minutes, 26 minutes
-# with --parallel=2; measured 2026-11-26); the full
+# with --parallel=2; measured 2026-11-26); gh_10ep, G and H at 10 epochs x 3
+# seeds (6 runs, 233 run-minutes, 212 CPU core-minutes, ~2 h with
+# --parallel=2 on a machine shared with other work; measured 2026-11-26); the full
 # VGG control only with CONTROL=1 (+42 min alone,
 # ~12 GB). Then the export's checkpoint probes (~7 minutes), runs.csv,
 # RESULTS.md and the plots in experiments/elementwise/ (or $OUT).
