@@ -72,11 +72,11 @@ class Cell:
 
 @dataclasses.dataclass(frozen=True)
 class Events:
-  """An event count as a table cell: "2/3 (step 300, 285)", the runs of
+  """An event count as a table cell: "2/3 (step 285, 300)", the runs of
   ``where`` that ended (finished or diverged) in which ``event`` (a 0/1
   metric, e.g. "diverged or at chance") happened, then the step each did
-  (the per-run value ``at``, in order). ``words``: what precedes the steps when one
-  of them diverged, and when none did."""
+  (the per-run value ``at``, in order). ``words``: what precedes the steps
+  when one of them diverged, and when none did."""
   where: Mapping[str, Any]
   event: Metric
   at: str

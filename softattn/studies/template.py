@@ -185,7 +185,8 @@ def _selected(ctx: Context, arg: str) -> list[Run]:
 
 
 def _diverged(ctx: Context, arg: str) -> str:
-  """"1/3": runs that diverged, of those that ended (finished or not)."""
+  """"1/3": runs that diverged, of those that ended (finished or
+  diverged)."""
   rs = [r for r in _selected(ctx, arg) if r.done or r.diverged]
   return f"{sum(r.diverged for r in rs)}/{len(rs)}"
 
