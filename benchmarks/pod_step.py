@@ -120,13 +120,16 @@ def reference(topo_name: str, per_chip: int, dtype: str) -> aot_compile.Program:
 
 
 def softattn_step(topo_name: str, per_chip: int, dtype: str, normalizer: str,
-                  implementation: str = "auto"):
+                  implementation: str = "auto", model: str = ""):
   from softattn import aot  # pylint: disable=g-import-not-at-top
   cfg = declaration.config_from_file(
       "configs/i21k_vit.py", f"variant=B/16,normalizer={normalizer},"
       f"dtype={dtype},qk_layernorm=False")
   with cfg.unlocked():
     cfg.model.implementation = implementation
+    for kv in filter(None, model.split(",")):
+      k, v = kv.split("=")
+      cfg.model[k] = {"True": True, "False": False}.get(v, v)
   chips = topology.parse(topo_name).num_chips
   c = aot.compile_config(cfg, topo_name, batch=per_chip * chips,
                          programs=("train",))
@@ -193,8 +196,10 @@ def main():
   ap.add_argument("--no_reference", action="store_true")
   ap.add_argument("--out", default="benchmarks/results/pod_step.jsonl")
   ap.add_argument("--hlo_dir", default=None,
-                  help="also write each side's optimized HLO text there "
-                  "(<side>.hlo.txt, for benchmarks/hlo_diff.py)")
+                  help="also write each side's optimized HLO text there, "
+                  "the one its HBM term was read from (VMEM staging off "
+                  "where the chip has it): <side>.hlo.txt, for "
+                  "benchmarks/hlo_diff.py")
   args = ap.parse_args()
   if args.table:
     with open(args.out) as f:
@@ -206,11 +211,11 @@ def main():
   setting = dict(topology=args.topology, per_chip=args.per_chip,
                  dtype=args.dtype, commit=commit)
   def keep(side, prog):
-    if args.hlo_dir and prog.hlo_text:
+    if args.hlo_dir and prog.hbm_hlo_text:
       os.makedirs(args.hlo_dir, exist_ok=True)
       with open(os.path.join(args.hlo_dir, side.replace(" ", "_") +
                              ".hlo.txt"), "w") as f:
-        f.write(prog.hlo_text)
+        f.write(prog.hbm_hlo_text)
     return row(side, prog, chip)
 
   rows = [] if args.no_reference else [dict(setting, **keep(

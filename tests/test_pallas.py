@@ -342,3 +342,57 @@ def test_an_array_epsilon_is_refused_by_the_fused_kernels():
   for sink in (0.5, jnp.zeros((H, 1, 1))):
     assert pallas.unsupported_reason(N.get("softmax_sink"), None, None,
                                      {"sink": sink}) is None
+
+
+def test_operand_dtype_rounds_float32_on_tpu_at_default_precision():
+  rule = pallas.wrapper.operand_dtype
+  assert rule(jnp.float32, "tpu") == jnp.bfloat16
+  for dtype, platform in ((jnp.float32, "cpu"), (jnp.float32, "gpu"),
+                          (jnp.bfloat16, "tpu"), (jnp.float16, "tpu")):
+    assert rule(dtype, platform) == dtype, (dtype, platform)
+  for precision in ("float32", "highest", "tensorfloat32"):
+    with jax.default_matmul_precision(precision):
+      assert rule(jnp.float32, "tpu") == jnp.float32, precision
+
+
+def test_float32_on_tpu_runs_the_kernels_in_bfloat16(monkeypatch):
+  """As lowered for a TPU (the platform rule patched; the kernels run in the
+  interpreter here): float32 q, k, v enter every kernel as bfloat16, the
+  output and gradients come back as float32, and against the float64 truth
+  on the unrounded inputs they are as accurate as the dense path run in
+  bfloat16. Under a float32 matmul precision the kernels see no bfloat16."""
+  monkeypatch.setattr(pallas.wrapper, "target_platform", lambda: "tpu")
+  lq, lk, _, _ = CASES["key_mask"]
+  ks = jax.random.split(jax.random.PRNGKey(3), 3)
+  q, k, v = (jax.random.normal(kk, (B, l, H, D)) for kk, l in
+             zip(ks, (lq, lk, lk)))
+
+  def loss(impl, dtype, q, k, v):
+    kw = dict(chunk_size=BLOCK) if impl == "pallas" else {}
+    out = dot_product_attention(*(x.astype(dtype) for x in (q, k, v)),
+                                normalizer="softmax", implementation=impl,
+                                **kw).astype(q.dtype)
+    return jnp.sum(jnp.cos(out)), out
+
+  def run(impl, dtype, *args):
+    (_, out), grads = jax.value_and_grad(
+        functools.partial(loss, impl, dtype), argnums=(0, 1, 2),
+        has_aux=True)(*args)
+    return [out, *grads]
+
+  jaxpr = str(jax.make_jaxpr(lambda *a: run("pallas", jnp.float32, *a))(
+      q, k, v))
+  got = run("pallas", jnp.float32, q, k, v)
+  assert all(x.dtype == jnp.float32 for x in got)
+  with jax.enable_x64(True):
+    truth = run("dense", jnp.float64, *(x.astype(jnp.float64)
+                                        for x in (q, k, v)))
+  dense = run("dense", jnp.bfloat16, q, k, v)
+  for label, t, d, g in zip(["out", "dq", "dk", "dv"], truth, dense, got):
+    t, d, g = (np.asarray(x, np.float64) for x in (t, d, g))
+    assert _err(t, g) <= 1.5 * _err(t, d), (label, _err(t, g), _err(t, d))
+  # Without the rounding the kernels read float32.
+  with jax.default_matmul_precision("float32"):
+    plain = str(jax.make_jaxpr(lambda *a: run("pallas", jnp.float32, *a))(
+        q, k, v))
+  assert "bf16[" in jaxpr and "bf16[" not in plain

@@ -37,6 +37,9 @@ class Program:
   hbm_traffic_source: str = ""
   traffic: collectives.Traffic | None = None  # ICI, from the optimized HLO
   hlo_text: str = dataclasses.field(default="", repr=False)  # optimized HLO
+  # The optimized HLO ``hbm_traffic`` was read from (staging off where a
+  # second compile turned it off): what benchmarks/hlo_diff.py compares.
+  hbm_hlo_text: str = dataclasses.field(default="", repr=False)
 
 
 @dataclasses.dataclass
@@ -61,8 +64,9 @@ def _cost(compiled) -> tuple[float | None, float | None]:
 
 
 def hbm_traffic(lowered, hlo_text: str, chip: topology.Chip | None,
-                bytes_accessed: float | None) -> tuple[float | None, str]:
-  """Per-chip HBM bytes of a program without the VMEM staging copies.
+                bytes_accessed: float | None) -> tuple[float | None, str, str]:
+  """Per-chip HBM bytes of a program without the VMEM staging copies, where
+  they come from, and the optimized HLO they were read from.
 
   XLA's "bytes accessed" counts every op's operands and outputs, including
   the asynchronous HBM<->VMEM copies that memory-space assignment inserts,
@@ -71,12 +75,15 @@ def hbm_traffic(lowered, hlo_text: str, chip: topology.Chip | None,
   gives the same FLOPs and fusions with each operand read from HBM once.
   """
   if "S(1)" not in hlo_text:   # no VMEM-resident buffers at all
-    return bytes_accessed, "XLA bytes accessed (no VMEM staging in the program)"
+    return (bytes_accessed, "XLA bytes accessed (no VMEM staging in the "
+            "program)", hlo_text)
   if chip is None or not chip.vmem_staging_flag:
     return bytes_accessed, ("XLA bytes accessed, VMEM staging counted (no "
-                            "switch known for this chip: an overestimate)")
+                            "switch known for this chip: an overestimate)"), \
+        hlo_text
   off = lowered.compile(compiler_options={chip.vmem_staging_flag: False})
-  return _cost(off)[1], f"XLA bytes accessed, {chip.vmem_staging_flag}=false"
+  return (_cost(off)[1], f"XLA bytes accessed, {chip.vmem_staging_flag}=false",
+          off.as_text())
 
 
 def compile_program(name: str, jitted, *args, bound: bool = False,
@@ -111,8 +118,9 @@ def compile_program(name: str, jitted, *args, bound: bool = False,
     if bound:
       text = compiled.as_text()  # megabytes for a full model: read once
       prog.traffic = collectives.traffic(text, num_devices)
-      prog.hlo_text = text  # for benchmarks/hlo_diff.py
-      prog.hbm_traffic, prog.hbm_traffic_source = hbm_traffic(
+      prog.hlo_text = text
+      (prog.hbm_traffic, prog.hbm_traffic_source,
+       prog.hbm_hlo_text) = hbm_traffic(
           lowered, text, chip, bytes_accessed)
       prog.compile_seconds = time.perf_counter() - t0
     return prog

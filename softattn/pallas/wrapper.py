@@ -16,8 +16,10 @@ checked arguments. Steps:
    copies), the output in the inputs' dtype (float32 for the ratio mode in
    low precision: ``_core_bwd`` says why) and the small row arrays.
    Parameter cotangents flow back through the broadcast of step 2, so
-   learnable parameters train. Stick-breaking runs ``stick.core`` instead
-   (same contract, its own kernels and carries).
+   learnable parameters train. float32 inputs on a TPU at the default
+   matmul precision enter the kernels as bfloat16 (``operand_dtype``).
+   Stick-breaking runs ``stick.core`` instead (same contract, its own
+   kernels and carries, in the caller's dtype).
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
    axis and heads over ``model`` when they divide (softattn's mesh axes);
@@ -98,6 +100,33 @@ def target_platform() -> str:
   return _target_device().platform
 
 
+# jax_default_matmul_precision settings under which XLA:TPU runs a float32
+# matmul as one bfloat16 pass (None: not set).
+_ONE_PASS = (None, "default", "bfloat16", "fastest", "DEFAULT", "BF16_BF16_F32")
+
+
+def operand_dtype(dtype, platform: str):
+  """The dtype the kernels read q, k, v in, for inputs of ``dtype``.
+
+  On a TPU a float32 matmul at the default precision rounds its operands to
+  bfloat16 and accumulates in float32 (one MXU pass); XLA's dense path does
+  so and stores the rounded q, k, v. The fused path then runs in bfloat16:
+  the kernels read the rounded q, k, v (half the bytes, saved as such for
+  the backward), accumulate in float32 and write the output and dQ/dK/dV in
+  bfloat16, widened back to float32 for the caller. Against XLA's f32 dot
+  outputs that is one more bfloat16 rounding of each, which a layer's next
+  matmul (the output projection, the weight gradients) makes at this
+  precision anyway. ViT-B/16 at 16 images per v5e chip: 2.4 GB less HBM
+  traffic a step (``benchmarks/pod_step.py``). Under
+  ``jax.default_matmul_precision("float32")`` (or ``"highest"``) the kernels
+  run in float32. Elsewhere, and for other dtypes: ``dtype`` itself.
+  """
+  if (platform == "tpu" and jnp.dtype(dtype) == jnp.float32 and
+      jax.config.jax_default_matmul_precision in _ONE_PASS):
+    return jnp.dtype(jnp.bfloat16)
+  return jnp.dtype(dtype)
+
+
 def _split_params(norm, p, shape):
   """Static (hashable) parameters, and array ones as ``[B, H, Lq, 1]``."""
   static, arrays = {}, {}
@@ -153,11 +182,15 @@ def _core_bwd(cfg, saved, do):
   # dense bf16's error with a bf16 output, even with ``softattn.modes.pv``;
   # measured). The other modes save the output in the inputs' dtype, as
   # FlashAttention does.
-  b, lq = out.shape[:2]
+  # The per-head sum is a matmul with the 0/1 head-membership matrix: a
+  # reshape to heads and a sum over Dv made XLA:TPU copy the product into
+  # another layout first (ViT-B/16, 16 images per v5e chip: ~0.5 GB a
+  # step). HIGHEST: the products are summed unrounded.
   h = out.shape[2] // cfg.dv
-  prod = (do.astype(jnp.float32) * out.astype(jnp.float32)).reshape(
-      b, lq, h, cfg.dv)
-  di = jnp.transpose(jnp.sum(prod, axis=-1), (0, 2, 1))[..., None]
+  heads = jnp.repeat(jnp.eye(h, dtype=jnp.float32), cfg.dv, axis=0)
+  di = jnp.dot(do.astype(jnp.float32) * out.astype(jnp.float32), heads,
+               precision=jax.lax.Precision.HIGHEST)
+  di = jnp.transpose(di, (0, 2, 1))[..., None]
   do = do.astype(v.dtype)  # the backward matmuls run in the inputs' dtype
   brows = jnp.concatenate([res, di], axis=-1)
   args = (q, k, v, do, rows, brows)
@@ -188,15 +221,17 @@ def add_scalar_grad(cfg, prow, dprow, res_a, res_b, di):
 _core.defvjp(_core_fwd, _core_bwd)
 
 
-def _per_shard(cfg, query, key, value, prow, kmask):
+def _per_shard(cfg, operands, query, key, value, prow, kmask):
   b, lq, h, _ = query.shape
+  dtype = value.dtype
+  query, key, value = (x.astype(operands) for x in (query, key, value))
   lk = key.shape[1]
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
                           (b, h, lq, 1))
   core = stick.core if stick.applies(cfg.norm) else _core
   out = core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
-  return out.reshape(b, lq, h, cfg.dv).astype(value.dtype)
+  return out.reshape(b, lq, h, cfg.dv).astype(dtype)
 
 
 def pallas_attention(query, key, value, norm, p, mask, scale, causal,
@@ -221,11 +256,15 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
+  # Stick-breaking's kernels keep the caller's dtype (not measured in bf16
+  # against f32 on a step).
+  operands = query.dtype if stick.applies(norm) else operand_dtype(
+      query.dtype, target_platform())
   mesh = _context_mesh()
   hax = None if mesh is None else _axis(mesh, "model", h)
   h_local = h // mesh.shape[hax] if hax else h   # heads each shard holds
   hp = tile.heads_per_block(h_local, d, dv)
-  bq, bk = blocks.block_sizes(lq, lk, d, dv, query.dtype, chip, hp=hp)
+  bq, bk = blocks.block_sizes(lq, lk, d, dv, operands, chip, hp=hp)
   bk = min(chunk_size or bk, lk)
   bq = min(query_chunk_size or chunk_size or bq, lq)
   static, arrays = _split_params(norm, p, (b, h, lq, lk))
@@ -239,7 +278,7 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
                     bq=bq, bk=bk, has_mask=kmask is not None, chip=chip,
                     interpret=interpret, hp=hp, d=d, dv=dv,
                     mask_heads=kmask is not None and kmask.shape[1] > 1)
-  fn = functools.partial(_per_shard, cfg)
+  fn = functools.partial(_per_shard, cfg, operands)
   if mesh is None:
     return fn(query, key, value, prow, kmask)
   return _sharded(fn, mesh, query, key, value, prow, kmask)
