@@ -128,7 +128,10 @@ def softattn_step(topo_name: str, per_chip: int, dtype: str, normalizer: str,
   with cfg.unlocked():
     cfg.model.implementation = implementation
     for kv in filter(None, model.split(",")):
-      k, v = kv.split("=")
+      k, _, v = kv.partition("=")
+      if k not in cfg.model or not v:
+        raise ValueError(f"--model={model!r}: {kv!r} is not field=value of "
+                         f"a model field ({', '.join(sorted(cfg.model))})")
       cfg.model[k] = {"True": True, "False": False}.get(v, v)
   chips = topology.parse(topo_name).num_chips
   c = aot.compile_config(cfg, topo_name, batch=per_chip * chips,
@@ -193,6 +196,10 @@ def main():
   ap.add_argument("--implementation", default="auto",
                   help="softattn's attention path (auto picks pallas on TPU "
                   "above 128x128 scores)")
+  ap.add_argument("--model", default="",
+                  help="softattn's model fields to override, k=v,... (e.g. "
+                  "remat=True,remat_policy=dots_saveable); off the table's "
+                  "recipe, so use with --out elsewhere")
   ap.add_argument("--no_reference", action="store_true")
   ap.add_argument("--out", default="benchmarks/results/pod_step.jsonl")
   ap.add_argument("--hlo_dir", default=None,
@@ -222,9 +229,9 @@ def main():
       "reference", reference(args.topology, args.per_chip, args.dtype)))]
   for name in args.normalizers.split(","):
     prog, impl = softattn_step(args.topology, args.per_chip, args.dtype, name,
-                               args.implementation)
-    rows.append(dict(setting, implementation=impl,
-                     **keep(f"softattn {name}", prog)))
+                               args.implementation, args.model)
+    side = f"softattn {name}" + (f" [{args.model}]" if args.model else "")
+    rows.append(dict(setting, implementation=impl, **keep(side, prog)))
   ref = None if args.no_reference else rows[0].get("bound_ms")
   for r in rows:
     if r.get("bound_ms") and ref:

@@ -41,6 +41,9 @@ EXTRA = {
             # Ragged lengths, two 64-wide heads per block: ViT-B/16's 196
             # tokens (one whole-length block) and 2000 (ragged q and k tails).
             dict(length=196, d=64, key_mask=True),
+            # float32 at the default matmul precision: the kernels read
+            # bfloat16 q, k, v (pallas.wrapper.operand_dtype).
+            dict(length=196, d=64, dtype="float32"),
             dict(length=2000, d=64, causal=True, normalizer="sigmoid"),
             # sparsemax's threshold search: passes of the pointwise kernel
             # (softattn/pallas/streams.py), 13 Mosaic kernels with the
@@ -91,6 +94,8 @@ def test_pallas_compiles_for_tpu(chip):
              for c in EVERY_CHIP + EXTRA.get(chip, [])]
   for cfg, res in zip(configs, _compile(chip, configs)):
     assert res["ok"], (cfg, res.get("error"))
+    # What the kernels read: bf16 for bf16 and, on a TPU, for float32.
+    assert res["kernel_operand_dtypes"] == ["bf16"], (cfg, res)
     # XLA cannot see inside a Mosaic kernel: these FLOPs come from the
     # kernels' pl.CostEstimate (blocks.KERNEL_MATMULS): forward 2, dQ 3 and
     # dK/dV 4 matmuls of width D per (query, key) pair, 2 FLOPs each, per

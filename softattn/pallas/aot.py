@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 
 import jax
@@ -52,6 +53,19 @@ def step(normalizer, implementation, causal, key_mask, backward=True):
   return jax.value_and_grad(loss, argnums=(0, 1, 2, 4))
 
 
+def kernel_operand_dtypes(hlo_text: str) -> list[str]:
+  """The element types of the ``[B, L, H*D]`` operands (q, k, v, dO) of
+  the Mosaic kernels in an optimized HLO: what the kernels read."""
+  found = set()
+  for line in hlo_text.splitlines():
+    if 'custom_call_target="tpu_custom_call"' in line:
+      operands = re.search(r"operand_layout_constraints=\{(.*?)\}, \w+=",
+                           line)
+      found.update(re.findall(r"(\w+)\[\d+,\d+,\d+\]",
+                              operands.group(1) if operands else ""))
+  return sorted(found)
+
+
 def compile_step(chip, b, h, length, d, dtype="bfloat16",
                  normalizer="softmax", implementation="pallas", causal=False,
                  key_mask=False, learnable=(), backward=True):
@@ -81,6 +95,7 @@ def compile_step(chip, b, h, length, d, dtype="bfloat16",
     cost = cost[0] if cost else {}
   mem = compiled.memory_analysis()
   out.update(ok=True, compile_s=round(time.time() - start, 1),
+             kernel_operand_dtypes=kernel_operand_dtypes(compiled.as_text()),
              flops=float(cost.get("flops", -1)),
              bytes_accessed=float(cost.get("bytes accessed", -1)),
              temp_bytes=int(getattr(mem, "temp_size_in_bytes", -1)))
