@@ -221,10 +221,14 @@ def add_scalar_grad(cfg, prow, dprow, res_a, res_b, di):
 _core.defvjp(_core_fwd, _core_bwd)
 
 
-def _per_shard(cfg, operands, query, key, value, prow, kmask):
+def _per_shard(cfg, platform, query, key, value, prow, kmask):
+  """``platform``: round float32 inputs by ``operand_dtype`` for it; None:
+  keep the inputs' dtypes."""
   b, lq, h, _ = query.shape
   dtype = value.dtype
-  query, key, value = (x.astype(operands) for x in (query, key, value))
+  if platform is not None:
+    query, key, value = (x.astype(operand_dtype(x.dtype, platform))
+                         for x in (query, key, value))
   lk = key.shape[1]
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
@@ -235,13 +239,16 @@ def _per_shard(cfg, operands, query, key, value, prow, kmask):
 
 
 def pallas_attention(query, key, value, norm, p, mask, scale, causal,
-                     chunk_size=None, query_chunk_size=None, interpret=None):
+                     chunk_size=None, query_chunk_size=None, interpret=None,
+                     round_operands=True):
   """Fused attention; arguments as ``dot_product_attention`` after its checks
   (``mask``: 4-D key mask or None; ``p``: resolved parameters).
 
   ``chunk_size``/``query_chunk_size`` override the key/query block sizes of
   ``blocks.block_sizes``. ``interpret``: None picks Mosaic when lowering for
-  TPU and the Pallas interpreter elsewhere.
+  TPU and the Pallas interpreter elsewhere. ``round_operands=False``: the
+  kernels read the inputs' own dtypes even where ``operand_dtype`` would
+  round float32 (the threshold streams' row sums need float32).
   """
   if target_platform() == "gpu":  # the Triton kernels (softattn.pallas.gpu)
     from softattn.pallas import gpu  # noqa: PLC0415
@@ -251,15 +258,17 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
     # a threshold stream: passes of the pointwise kernel
     attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
         q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
-        interpret)
+        interpret, round_operands=False)
     return streams.threshold_attention(attend, query, key, value, norm, p)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
   # Stick-breaking's kernels keep the caller's dtype (not measured in bf16
   # against f32 on a step).
-  operands = query.dtype if stick.applies(norm) else operand_dtype(
-      query.dtype, target_platform())
+  platform = target_platform() if round_operands and not stick.applies(
+      norm) else None
+  operands = query.dtype if platform is None else operand_dtype(
+      query.dtype, platform)
   mesh = _context_mesh()
   hax = None if mesh is None else _axis(mesh, "model", h)
   h_local = h // mesh.shape[hax] if hax else h   # heads each shard holds
@@ -278,7 +287,7 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
                     bq=bq, bk=bk, has_mask=kmask is not None, chip=chip,
                     interpret=interpret, hp=hp, d=d, dv=dv,
                     mask_heads=kmask is not None and kmask.shape[1] > 1)
-  fn = functools.partial(_per_shard, cfg, operands)
+  fn = functools.partial(_per_shard, cfg, platform)
   if mesh is None:
     return fn(query, key, value, prow, kmask)
   return _sharded(fn, mesh, query, key, value, prow, kmask)
