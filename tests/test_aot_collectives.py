@@ -161,6 +161,9 @@ def test_fsdp_gradients_are_reduce_scattered_and_the_bound_reads_them():
   # compile's, below XLA's raw count, with the same FLOPs.
   assert "memory_space_assignment=false" in train.hbm_traffic_source
   assert 0 < train.hbm_traffic < train.bytes_accessed
+  # ... and the HLO kept beside it (for benchmarks/hlo_diff.py) is that
+  # compile's: no VMEM-resident buffer (S(1)), unlike the staged program.
+  assert "S(1)" in train.hlo_text and "S(1)" not in train.hbm_hlo_text
   e = roofline.estimate(c)
   assert e.ici_bytes == pytest.approx(train.traffic.ici_bytes)
   assert e.step_seconds == max(e.compute_seconds, e.hbm_seconds, e.ici_seconds)
