@@ -23,6 +23,7 @@ import sys
 
 import pytest
 
+from softattn import normalizers
 from softattn.pallas.aot import ENV
 from tests import libtpu_required
 
@@ -96,8 +97,9 @@ def test_pallas_compiles_for_tpu(chip):
     assert res["ok"], (cfg, res.get("error"))
     # What the kernels read: bf16 for bf16 and, on a TPU, for float32; the
     # threshold streams' row-sum passes also read float32 ones as values.
-    streams = cfg.get("normalizer") in ("sparsemax", "entmax15")
-    assert res["kernel_operand_dtypes"] == (["bf16", "f32"] if streams else
+    norm = normalizers.get(cfg.get("normalizer", "softmax"))
+    stream = getattr(norm.stream, "alpha", None) is not None
+    assert res["kernel_operand_dtypes"] == (["bf16", "f32"] if stream else
                                             ["bf16"]), (cfg, res)
     # XLA cannot see inside a Mosaic kernel: these FLOPs come from the
     # kernels' pl.CostEstimate (blocks.KERNEL_MATMULS): forward 2, dQ 3 and

@@ -12,13 +12,12 @@ checked arguments. Steps:
    ``[B, H, Lq, R]`` f32.
 3. ``_core`` (a ``custom_vjp``): the moments kernel when the normalizer
    ``needs`` them, the forward kernel; backward: dQ (twice for moments, see
-   ``backward.py``) and dK/dV kernels. It saves the caller's q, k, v (no
-   copies), the output in the inputs' dtype (float32 for the ratio mode in
+   ``backward.py``) and dK/dV kernels. It saves q, k, v as the kernels read
+   them (the caller's arrays, no copies, or their bfloat16 rounding:
+   ``operand_dtype``), the output in the inputs' dtype (float32 for the ratio mode in
    low precision: ``_core_bwd`` says why) and the small row arrays.
    Parameter cotangents flow back through the broadcast of step 2, so
-   learnable parameters train. float32 inputs on a TPU at the default
-   matmul precision enter the kernels as bfloat16 (``operand_dtype``).
-   Stick-breaking runs ``stick.core`` instead (same contract, its own
+   learnable parameters train. Stick-breaking runs ``stick.core`` instead (same contract, its own
    kernels and carries, in the caller's dtype).
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
@@ -105,7 +104,7 @@ def target_platform() -> str:
 _ONE_PASS = (None, "default", "bfloat16", "fastest", "DEFAULT", "BF16_BF16_F32")
 
 
-def operand_dtype(dtype, platform: str):
+def operand_dtype(dtype, platform: str | None):
   """The dtype the kernels read q, k, v in, for inputs of ``dtype``.
 
   On a TPU a float32 matmul at the default precision rounds its operands to
@@ -119,7 +118,8 @@ def operand_dtype(dtype, platform: str):
   precision anyway. ViT-B/16 at 16 images per v5e chip: 2.4 GB less HBM
   traffic a step (``benchmarks/pod_step.py``). Under
   ``jax.default_matmul_precision("float32")`` (or ``"highest"``) the kernels
-  run in float32. Elsewhere, and for other dtypes: ``dtype`` itself.
+  run in float32. Elsewhere (``platform=None``: no rounding), and for other
+  dtypes: ``dtype`` itself.
   """
   if (platform == "tpu" and jnp.dtype(dtype) == jnp.float32 and
       jax.config.jax_default_matmul_precision in _ONE_PASS):
@@ -222,13 +222,11 @@ _core.defvjp(_core_fwd, _core_bwd)
 
 
 def _per_shard(cfg, platform, query, key, value, prow, kmask):
-  """``platform``: round float32 inputs by ``operand_dtype`` for it; None:
-  keep the inputs' dtypes."""
+  """``platform``: each input in ``operand_dtype`` for it."""
   b, lq, h, _ = query.shape
   dtype = value.dtype
-  if platform is not None:
-    query, key, value = (x.astype(operand_dtype(x.dtype, platform))
-                         for x in (query, key, value))
+  query, key, value = (x.astype(operand_dtype(x.dtype, platform))
+                       for x in (query, key, value))
   lk = key.shape[1]
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
@@ -267,8 +265,7 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   # against f32 on a step).
   platform = target_platform() if round_operands and not stick.applies(
       norm) else None
-  operands = query.dtype if platform is None else operand_dtype(
-      query.dtype, platform)
+  operands = operand_dtype(query.dtype, platform)
   mesh = _context_mesh()
   hax = None if mesh is None else _axis(mesh, "model", h)
   h_local = h // mesh.shape[hax] if hax else h   # heads each shard holds
