@@ -17,6 +17,10 @@ match wins, unmatched parameters are replicated:
 
 A parameter with no divisible dimension is replicated, so the rules are safe
 on any mesh.
+
+On a TPU the mesh lists its devices in physical order (``physical_order``),
+and ``fsdp`` gradients are reduce-scattered in stages along the slice's
+physical dimensions (``reduction_stages``, ``constrain_like_params``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ from softattn import config_schema
 
 AXES = ("data", "model")
 STRATEGIES = ("replicate", "fsdp", "tp", "fsdp_tp")
+# The largest group the TPU compiler reduce-scatters in one go (libtpu
+# 0.0.42-0.0.50, found by AOT compiles: a 2x2, a 2x4 block or a line of 16
+# chips fuses into an all-reduce-scatter; a 4x4 block stays a full
+# all-reduce).
+ONE_STAGE_MAX = 8
 
 
 def mesh_shape(mesh_cfg: Any, num_devices: int) -> tuple[int, int]:
@@ -62,11 +71,65 @@ def mesh_shape(mesh_cfg: Any, num_devices: int) -> tuple[int, int]:
   return sizes[0], sizes[1]
 
 
+def _place(device) -> tuple[int, ...] | None:
+  """(slice, z, y, x, core) of a TPU device, outermost first; None elsewhere."""
+  coords = getattr(device, "coords", None)
+  if coords is None:
+    return None
+  return (getattr(device, "slice_index", 0) or 0, *reversed(tuple(coords)),
+          getattr(device, "core_on_chip", 0) or 0)
+
+
+def physical_order(devices: Sequence[jax.Device]) -> list[jax.Device]:
+  """TPU devices sorted row-major by (slice, z, y, x, core); others as given.
+
+  Why: neighbours on the ``model`` axis (the faster one) are then neighbours
+  on the chip grid, and every factor of the ``data`` axis is a physical
+  line or block, which ``reduction_stages`` needs. ``jax.devices()`` is in
+  id order, which on some slices (a v5e-16's ids run in 2x2 blocks) is not.
+  """
+  devices = list(devices)
+  if any(_place(d) is None for d in devices):
+    return devices
+  return sorted(devices, key=_place)
+
+
 def make_mesh(mesh_cfg: Any, devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """A ``("data", "model")`` mesh over the first ``data * model`` devices."""
-  devices = list(jax.devices() if devices is None else devices)
+  """A ``("data", "model")`` mesh over the first ``data * model`` devices,
+  in ``physical_order``."""
+  devices = physical_order(jax.devices() if devices is None else devices)
   d, m = mesh_shape(mesh_cfg, len(devices))
   return Mesh(np.asarray(devices[:d * m]).reshape(d, m), AXES)
+
+
+def reduction_stages(mesh: Mesh) -> tuple[int, ...]:
+  """Sizes whose product is the ``data`` axis: one reduce-scatter each.
+
+  ``(n,)``, one stage, unless the mesh is a TPU slice (or several) laid out
+  by ``physical_order`` with ``model`` 1 and more than ``ONE_STAGE_MAX``
+  chips. Then the outermost physical dimension (slices, then z, then y)
+  becomes a stage while the dimensions left span more than
+  ``ONE_STAGE_MAX`` chips, and what is left is the last stage: a v5e-16 (4x4) gives ``(4, 4)``, a v5e-256
+  ``(16, 16)``, a v4-32 (2x2x4) ``(4, 4)``, two v5e-256 ``(2, 16, 16)``.
+  Why: the TPU compiler turns one reduce-scatter over a 4x4 block or larger
+  into a full all-reduce and a slice (twice the ICI bytes, full-size
+  gradients in HBM); along one dimension at a time it keeps them
+  reduce-scatters (``tests/test_aot_collectives.py``).
+  """
+  n = mesh.shape["data"]
+  places = [_place(d) for d in mesh.devices.flat]
+  if n <= ONE_STAGE_MAX or mesh.shape["model"] != 1 or None in places:
+    return (n,)
+  ranks = [sorted({p[i] for p in places}) for i in range(len(places[0]))]
+  dims = [len(r) for r in ranks]
+  if [tuple(r.index(v) for r, v in zip(ranks, p)) for p in places] != \
+      list(np.ndindex(*dims)):
+    return (n,)       # not a full box in row-major order: one stage
+  dims = [x for x in dims if x > 1]
+  stages = []
+  while len(dims) > 1 and int(np.prod(dims)) > ONE_STAGE_MAX:
+    stages.append(dims.pop(0))
+  return (*stages, int(np.prod(dims)))
 
 
 def _spec_for(shape, strategy: str, mesh: Mesh) -> P:
@@ -138,6 +201,42 @@ def without_data_axis(sh: NamedSharding) -> NamedSharding:
   return NamedSharding(sh.mesh, P(*(drop(e) for e in sh.spec)))
 
 
+def reduction_chain(sh: NamedSharding) -> list[NamedSharding]:
+  """The shardings a gradient of storage sharding ``sh`` is constrained to,
+  in order, to reach ``sh`` by ``reduction_stages``: the outer stages'
+  ``data`` split alone (on a mesh of the same devices with ``data``
+  factored into ``data0``, ``data1``, ...), then ``sh`` itself, a local
+  slice away. ``[sh]`` with one stage or no ``data`` entry."""
+  stages = reduction_stages(sh.mesh)
+  if len(stages) == 1 or "data" not in sh.spec:
+    return [sh]
+  names = tuple(f"data{i}" for i in range(len(stages)))
+  staged = Mesh(sh.mesh.devices.reshape(*stages, sh.mesh.shape["model"]),
+                names + ("model",))
+  return [NamedSharding(staged, P(*(names[:k] if e == "data" else e
+                                    for e in sh.spec)))
+          for k in range(1, len(stages))] + [sh]
+
+
+def _constrain_in_order(x, chain):
+  for sh in chain:
+    x = jax.lax.with_sharding_constraint(x, sh)
+  return x
+
+
+def _gathered(storage: NamedSharding):
+  """Identity whose forward is constrained to ``storage`` minus ``data`` and
+  whose backward runs the cotangent through ``reduction_chain(storage)``."""
+  @jax.custom_vjp
+  def gather(p):
+    return jax.lax.with_sharding_constraint(p, without_data_axis(storage))
+
+  def bwd(_, g):
+    return (_constrain_in_order(g, reduction_chain(storage)),)
+  gather.defvjp(lambda p: (gather(p), None), bwd)
+  return gather
+
+
 def gather_for_compute(params: Any, rules, mesh: Mesh | None) -> Any:
   """``params`` constrained to their rule's sharding minus the ``data`` axis.
 
@@ -153,39 +252,49 @@ def gather_for_compute(params: Any, rules, mesh: Mesh | None) -> Any:
   and activations stay split over the batch.
 
   Only ``data`` is removed: a ``model``-split dim (``tp``, ``fsdp_tp``) stays
-  split, so tensor parallelism is untouched. The transpose of an all-gather
-  is a reduce-scatter, once the gradients are constrained back to the
-  storage sharding (``constrain_like_params``): they then come back
-  ``data``-split and the optimizer state and update stay sharded (no full
-  copy of either). With
-  ``replicate`` rules or a mesh without a ``data`` axis larger than 1 this is
-  a no-op; ``mesh=None`` (unit tests, no mesh) returns ``params`` unchanged.
+  split, so tensor parallelism is untouched. Where ``reduction_stages``
+  splits the reduction, a matrix's backward does not carry the gathered
+  layout back (a plain constraint's transpose would: a full all-reduce,
+  which a 4x4 or larger TPU group does not fuse with the slice after it):
+  it constrains the cotangent through ``reduction_chain`` so it leaves as
+  reduce-scatters, one physical dimension at a time. Either way
+  ``constrain_like_params`` then leaves the gradients, the optimizer state
+  and the update sharded. With ``replicate`` rules or a mesh without a ``data`` axis larger
+  than 1 this is a no-op; ``mesh=None`` (unit tests, no mesh) returns
+  ``params`` unchanged.
   """
   if mesh is None or mesh.shape.get("data", 1) == 1:
     return params
   shardings = param_shardings(params, rules, mesh)
-  return jax.tree.map(
-      lambda p, sh: jax.lax.with_sharding_constraint(p, without_data_axis(sh)),
-      params, shardings)
+
+  def one(p, sh):
+    if p.ndim < 2 or len(reduction_chain(sh)) == 1:
+      # One stage: the plain constraint's transpose (all-reduce, then the
+      # slice constrain_like_params asks for) is what XLA:TPU fuses into a
+      # reduce-scatter. A vector's (norm scales, biases) few bytes: given
+      # the staged chain, XLA moves the activations to the vector's
+      # sharding instead (an all-to-all of [B, L, E]).
+      return jax.lax.with_sharding_constraint(p, without_data_axis(sh))
+    return _gathered(sh)(p)
+  return jax.tree.map(one, params, shardings)
 
 
 def constrain_like_params(tree: Any, rules, mesh: Mesh | None) -> Any:
-  """``tree`` (gradients, updates) constrained to its parameters' storage sharding.
+  """``tree`` (gradients, updates) constrained to its parameters' storage
+  sharding, through ``reduction_chain``.
 
-  Call it on the gradients right after ``jax.value_and_grad``. Why: the
-  forward's ``gather_for_compute`` constraint (no ``data`` axis) carries into
-  the backward, so left alone XLA delivers each gradient in that gathered
-  layout: a full all-reduce over ``data`` per tensor, then the finiteness
-  check, the norms and the optimizer's slice on full-size gradients.
-  Constraining them to the storage sharding (``data``-split under ``fsdp``)
-  makes the reduction a reduce-scatter (half the bytes of an all-reduce, and
-  each chip keeps only its shard) and every later op runs on the shard.
+  Call it on the gradients right after ``jax.value_and_grad``: with
+  ``gather_for_compute`` in the forward they are already there (this pins
+  it); a gradient that did not pass through it (a parameter used outside
+  the gathered tree) is reduce-scattered here instead of all-reduced, and
+  the finiteness check, the norms and the optimizer then run on shards.
   ``mesh=None`` returns ``tree`` unchanged.
   """
   if mesh is None:
     return tree
   shardings = param_shardings(tree, rules, mesh)
-  return jax.tree.map(jax.lax.with_sharding_constraint, tree, shardings)
+  return jax.tree.map(lambda x, sh: _constrain_in_order(x, reduction_chain(sh)),
+                      tree, shardings)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from softattn import topology
+from softattn import sharding, topology
 from softattn.aot import collectives, roofline
 from softattn.sweep import declaration
 from tests import libtpu_required
@@ -134,7 +134,39 @@ def test_compiled_collectives_match_the_hand_count():
       "all-reduce": (5, 5 * 2 * 64 * kib * 3 / 4)}
 
 
-def test_fsdp_gradients_are_reduce_scattered_and_the_bound_reads_them():
+@pytest.mark.parametrize("topo,model,stages", [
+    ("v5e:2x4", 1, (8,)), ("v5e:4x4", 1, (4, 4)), ("v5e-256", 1, (16, 16)),
+    ("v4-32", 1, (4, 4)), ("2xv5e-256", 1, (2, 16, 16)),
+    ("v5e:4x4", 2, (8,))])
+def test_reduction_stages_follow_the_slice(topo, model, stages):
+  libtpu_required.require_libtpu()
+  devices = topology.abstract_devices(topo)
+  mesh = sharding.make_mesh(dict(data=-1, model=model), devices)
+  assert sharding.reduction_stages(mesh) == stages
+  # physical_order: row-major over (slice, z, y, x), x fastest.
+  places = [(getattr(d, "slice_index", 0) or 0, *reversed(d.coords))
+            for d in mesh.devices.flat]
+  assert places == sorted(places)
+  # Any other order is not a box the stages can factor: one stage.
+  shuffled = Mesh(mesh.devices.reshape(-1)[::-1].reshape(mesh.devices.shape),
+                  sharding.AXES)
+  assert sharding.reduction_stages(shuffled) == (
+      (mesh.shape["data"],) if len(stages) > 1 else stages)
+
+
+def test_reduction_stages_are_one_off_a_tpu():
+  cpu = jax.devices("cpu")
+  mesh = sharding.make_mesh(dict(data=-1, model=1), cpu)
+  assert sharding.reduction_stages(mesh) == (len(cpu),)
+  assert sharding.physical_order(cpu) == cpu
+  sh = NamedSharding(mesh, P(None, "data"))
+  assert sharding.reduction_chain(sh) == [sh]
+
+
+# v5e:4x4 (16 chips) needs sharding.reduction_stages: in one stage the TPU
+# compiler makes a 4x4 reduce-scatter a full all-reduce.
+@pytest.mark.parametrize("topo", ["v5e:2x2", "v5e:4x4"])
+def test_fsdp_gradients_are_reduce_scattered_and_the_bound_reads_them(topo):
   libtpu_required.require_libtpu()
   from softattn import aot  # pylint: disable=g-import-not-at-top
   cfg = declaration.config_from_file("configs/quickstart.py",
@@ -142,7 +174,8 @@ def test_fsdp_gradients_are_reduce_scattered_and_the_bound_reads_them():
   with cfg.unlocked():
     cfg.model.implementation = "dense"
     cfg.sharding_rules = [(".*", "fsdp")]
-  c = aot.compile_config(cfg, "v5e:2x2", programs=("train",))
+    cfg.eval.batch_size = 1024
+  c = aot.compile_config(cfg, topo, programs=("train",))
   train = c.programs["train"]
   kinds = train.traffic.by_kind()
   # The MLP kernels (256x512 f32, 512 KiB each) are the largest gradients:
@@ -155,6 +188,12 @@ def test_fsdp_gradients_are_reduce_scattered_and_the_bound_reads_them():
   for coll in train.traffic.collectives:
     if coll.kind == "all-reduce":
       assert coll.result_bytes < mlp, coll
+  # On 16 chips in two stages of 4 (sharding.reduction_chain), and no
+  # activations moved instead (an all-to-all, when vectors were staged).
+  # (4 chips: one stage of 4).
+  assert {c.group for c in train.traffic.collectives
+          if c.kind == "reduce-scatter"} == {4}
+  assert "all-to-all" not in kinds
   # The weights are all-gathered for the forward (ZeRO-3).
   assert kinds["all-gather"][1] > 0
   # v5e stages through VMEM: the bound's HBM figure is the staging-off
