@@ -73,8 +73,12 @@ def test_expectations_render_to_nothing_and_drop_their_own_lines():
     ("{{estimate:later}}", r"claim 'later' has no estimate"),
     ("{{verdict:nope}}", r"unknown claim 'nope'; valid: down, later, up"),
     ("{{tabel:t}}", r"unknown placeholder \{\{tabel:...\}\}; valid: budget, "
-     r"cell, design, diverged, epochs, estimate, expect, fact, image, n, p, "
-     r"result, seeds, steps, table, verdict, verdicts, \{\{generated\}\}"),
+     r"cell, contrast, core_minutes, design, diverged, epochs, estimate, "
+     r"expect, fact, image, minutes, n, p, result, seeds, steps, table, "
+     r"verdict, verdicts, \{\{generated\}\}"),
+    ("{{contrast:nope}}", r"unknown claim 'nope'; valid: down, later, up"),
+    ("{{contrast:later}}", r"claim 'later' compares no runs"),
+    ("{{minutes:c}}", r"selection 'c' matches no run; parts: a, b"),
     ("{{design:c}}", r"selection 'c' matches no run; parts: a, b"),
     ("{{steps:part=a,=1}}", r"selection 'part=a,=1': write a part name"),
     ("{{table:u}}", r"unknown table 'u'; valid: t"),
@@ -111,6 +115,45 @@ def test_budget_kinds_read_the_selected_runs():
     template.fill("{{seeds:@d}}", named)
   # Unchecked (synthetic reports): an empty selection is not an error.
   assert template.fill("{{steps:zzz}}", context(check=False)) == "?"
+
+
+def test_cost_and_contrast_kinds_read_the_selected_runs():
+  runs = [run("a", s, 0.8 + 0.02 * s) for s in range(3)] + \
+      [run("b", s, 0.8) for s in range(3)]
+  for i, r in enumerate(runs):
+    r.wall_s, r.core_seconds = 60.0 * (i + 1), 120.0
+  runs[2].state = State.RUNNING       # not finished: not counted
+  runs += [run("c", 0, 0.1)]
+  runs[-1].state = State.NOT_STARTED
+  ctx = context(runs=runs)
+  assert template.fill("{{minutes:a}} {{core_minutes:a}} {{minutes:*}}; "
+                       "{{core_minutes:c}}", ctx) == \
+      "3 4 18; no finished run in runs.csv"
+  # a - b per seed: +0 and +2 points (seed 2 has not finished).
+  assert template.fill("{{contrast:up}} {{contrast:down}}", ctx) == "1 1"
+  assert render.Contrast(CLAIMS[0]).text(runs) == "1 ± 13 (n=2)"
+  assert template.fill("{{contrast:up}}", context(runs=runs[3:])) == "?"
+
+
+def test_derived_cells_and_facts():
+  runs = [run("a", s, x) for s, x in enumerate([0.80, 0.90, 1.00])] + \
+      [run("b", s, 0.40) for s in range(3)] + [run("c", 0, 0.2)]
+  runs[-1].state = State.RUNNING
+  acc, a, b = studies.ACCURACY, {"part": "a"}, {"part": "b"}
+  assert render.Ratio(acc, a, b).text(runs) == "2.250"
+  assert render.Ratio(acc, a, b, show_a=True).text(runs) == "90.000 (2.250)"
+  assert render.Ratio(acc, a, {"part": "c"}).text(runs) == render.NOT_RUN
+  assert render.Span([a, b], acc, ".0f").text(runs) == "40-100"
+  assert render.Span([b], acc, ".0f").text(runs) == "40"
+  assert render.Span([{"part": "c"}], acc).text(runs) == "?"
+  # a's 95 % half-width: t(0.975, 2) * 10 / sqrt(3); b's seeds agree.
+  assert render.Spread([a, b], acc).text(runs) == "±24.8"
+  assert render.Spread([b], acc).text(runs) == "?"
+  assert render.Estimate(CLAIMS[0]).text(runs) == "+50 [+25.2, +74.8]"
+  # A fact: a cell, a function of (runs, verdicts), or a string.
+  assert [studies.study._fact(f, runs, {"up": "v"}) for f in (
+      render.Span([b], acc, ".0f"), lambda rs, ver: f"{len(rs)} {ver['up']}",
+      "fixed")] == ["40", "7 v", "fixed"]
 
 
 def test_unchecked_context_skips_only_the_expectations():

@@ -94,12 +94,111 @@ class Events:
                                       if at else "")
 
 
+def _mean(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric
+          ) -> float | None:
+  """``metric``'s mean over the finished runs ``where`` selects."""
+  return stats.summarize([metric.of(r) for r in select(runs, where)
+                          if r.done]).mean
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratio:
+  """A derived cell: ``metric``'s mean over the finished runs of ``a``
+  over its mean over ``b``'s, "1.066" (``show_a``: "1.280 (1.066)", a's
+  mean first); not paired by seed (for that, a claim's ``Contrast``)."""
+  metric: Metric
+  a: Mapping[str, Any]
+  b: Mapping[str, Any]
+  show_a: bool = False
+
+  def text(self, runs: Sequence[Run]) -> str:
+    a, b = _mean(runs, self.a, self.metric), _mean(runs, self.b, self.metric)
+    if a is None or b is None:
+      return NOT_RUN
+    return f"{a:.3f} ({a / b:.3f})" if self.show_a else f"{a / b:.3f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Contrast:
+  """A claim's per-pair contrasts (lhs - rhs, or lhs / rhs), as the rule
+  pairs them, whatever its verdict: "1.21 ± 0.092 (n=3)" (``spread=False``:
+  "1.21"); a description where the rule gives no estimate (e.g. a claim
+  not testable on this hardware). No pair: ``empty``."""
+  claim: Claim
+  spread: bool = True
+  empty: str = "-"
+
+  def text(self, runs: Sequence[Run]) -> str:
+    s = stats.summarize(claims_lib.pairs(self.claim, runs)[0])
+    if s.mean is None:
+      return self.empty
+    if not self.spread:
+      return f"{s.mean:.3g}"
+    return f"{s.mean:.3g}" + (f" ± {s.half:.2g}" if s.half else "") + \
+        f" (n={s.n})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+  """The estimate and 95 % CI ("+1.23 [+0.5, +2.0]") the rule gives
+  ``claim``: for a paired comparison the prose quotes that is not a
+  declared claim (no verdict of its own)."""
+  claim: Claim
+
+  def text(self, runs: Sequence[Run]) -> str:
+    return estimate(claims_lib.judge(self.claim, runs))
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+  """"474-514": the least and the largest ``metric`` over the finished
+  runs of every selection in ``wheres`` (``fmt``: a format spec); one
+  number when both read the same, "?" when none has it."""
+  wheres: Sequence[Mapping[str, Any]]
+  metric: Metric
+  fmt: str = ".3g"
+
+  def text(self, runs: Sequence[Run]) -> str:
+    got = [v for w in self.wheres for r in select(runs, w)
+           if r.done and (v := self.metric.of(r)) is not None]
+    if not got:
+      return "?"
+    lo, hi = f"{min(got):{self.fmt}}", f"{max(got):{self.fmt}}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+  """"±1.2": the widest 95 % half-width of ``metric`` over seeds among the
+  selections ``wheres`` (one setting each): how far apart seeds are;
+  "?" when none has two finished seeds."""
+  wheres: Sequence[Mapping[str, Any]]
+  metric: Metric
+  digits: int = 1
+
+  def text(self, runs: Sequence[Run]) -> str:
+    halves = [stats.summarize([self.metric.of(r) for r in select(runs, w)
+                               if r.done]).half for w in self.wheres]
+    halves = [h for h in halves if h]
+    return f"±{max(halves):.{self.digits}f}" if halves else "?"
+
+
+def as_text(x, runs: Sequence[Run]) -> str:
+  """A table entry or fact as text: a cell (anything with ``text(runs)``:
+  ``Cell``, ``Events``, ``Ratio``, ...), a function of the runs, or a fixed
+  string."""
+  if hasattr(x, "text"):
+    return x.text(runs)
+  return x(runs) if callable(x) else str(x)
+
+
 @dataclasses.dataclass(frozen=True)
 class Table:
   """A table as data: ``columns`` (the first heads the row labels) and
-  ``rows``, each a label and one entry per further column: a ``Cell``, a
-  fixed string, or a function of the runs (a derived number, e.g. a
-  ratio of two settings)."""
+  ``rows``, each a label and one entry per further column: a cell
+  (``Cell``, ``Events``, ``Ratio``, ``Contrast``, ``Span``, ``Spread``), a
+  fixed
+  string, or a function of the runs (``as_text``)."""
   columns: Sequence[str]
   rows: Sequence[tuple[str, Sequence[Any]]]
 
@@ -110,9 +209,8 @@ class Table:
                          f"{len(self.columns) - 1} columns")
 
   def _rows(self, runs: Sequence[Run]) -> list[list[str]]:
-    text = lambda x: x.text(runs) if isinstance(x, (Cell, Events)) else \
-        x(runs) if callable(x) else str(x)
-    return [[label, *[text(x) for x in row]] for label, row in self.rows]
+    return [[label, *[as_text(x, runs) for x in row]]
+            for label, row in self.rows]
 
   def cells(self, runs: Sequence[Run]) -> dict[tuple[str, str], str]:
     """{(row label, column header): rendered cell}; a row label that

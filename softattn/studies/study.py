@@ -55,8 +55,9 @@ class Study:
   # Named selections the template's budget placeholders read (``@NAME``).
   selections: Mapping[str, Mapping[str, Any]] = \
       dataclasses.field(default_factory=dict)
-  facts: Mapping[str, Callable[[Sequence[Run], Mapping[str, Verdict]],
-                               str]] = dataclasses.field(default_factory=dict)
+  # A fact: a function of (runs, verdicts), a cell (``render.Cell``,
+  # ``Ratio``, ``Span``, ...: anything with ``text(runs)``) or a string.
+  facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   def all_parts(self) -> dict[str, str]:
     """Every part the report reads (``optional`` ones run only on request,
@@ -104,6 +105,12 @@ def _plot(study: Study, name: str, runs, out: str) -> str | None:
   return plotspec.draw(spec, path, runs, study.claims)
 
 
+def _fact(fact, runs: Sequence[Run], ver: Mapping[str, Verdict]) -> str:
+  if callable(fact) and not hasattr(fact, "text"):
+    return fact(runs, ver)
+  return render.as_text(fact, runs)
+
+
 def report(study: Study, csv_path: str, out: str, *,
            check: bool = True) -> list[str]:
   """RESULTS.md and the plots in ``out``, from ``csv_path`` alone
@@ -119,7 +126,8 @@ def report(study: Study, csv_path: str, out: str, *,
       command=command, runs=runs, claims=study.claims, verdicts=ver,
       tables=study.tables, images={
           k: render.image(f, study.plots[k].title) for k, f in files.items()},
-      facts={k: f(runs, ver) for k, f in study.facts.items()}, check=check,
+      facts={k: _fact(f, runs, ver) for k, f in study.facts.items()},
+      check=check,
       selections=study.selections)
   return [path] + [f for f in files.values() if f]
 

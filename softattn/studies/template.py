@@ -19,11 +19,17 @@ placeholders ``{{kind:argument}}``:
   ``{{budget:WHERE}}`` ("10 epochs x 3 seeds"), ``{{steps:WHERE}}``
   ("200/1200"), ``{{epochs:WHERE}}`` ("0.11-0.43"), ``{{seeds:WHERE}}``
   ("3") and ``{{diverged:WHERE}}`` ("0/3" of the runs that ended): the
-  declared budget of the runs ``WHERE`` selects, read from ``runs.csv``.
+  declared budget of the runs ``WHERE`` selects, read from ``runs.csv``;
+  ``{{minutes:WHERE}}`` ("123": run-minutes of wall time, ``wall_s``) and
+  ``{{core_minutes:WHERE}}`` (CPU core-minutes, ``core_seconds``): what
+  its finished runs measured ("no finished run in runs.csv" when none).
   ``WHERE`` is a part name (``main``), ``*`` (every run), settings
   ``part=models,model.skip=false`` (``a|b``: either value) or ``@NAME``, a
   selection the study declares (``Study.selections``) where listing the
   settings would bury the sentence;
+* ``{{contrast:ID}}`` ("1.21"): the mean of claim ``ID``'s per-pair
+  contrasts whatever its verdict (``render.Contrast``), for a claim the
+  rule cannot judge here but whose runs the prose describes;
 * ``{{fact:NAME}}``: a string the study computes from the runs (a number
   no table, verdict or budget holds);
 * ``{{expect:ID=WORD}}`` (``WORD`` a label, or several joined by ``|``),
@@ -191,6 +197,25 @@ def _diverged(ctx: Context, arg: str) -> str:
   return f"{sum(r.diverged for r in rs)}/{len(rs)}"
 
 
+def _minutes(column: str):
+  """The sum of a seconds ``column`` over the finished selected runs, in
+  whole minutes."""
+  def kind(ctx: Context, arg: str) -> str:
+    got = [r.value(column) or 0.0 for r in _selected(ctx, arg) if r.done]
+    if not got:
+      return "no finished run in runs.csv"
+    return f"{sum(got) / 60:.0f}"
+  return kind
+
+
+def _contrast(ctx: Context, cid: str) -> str:
+  claim = _pick("claim", cid.strip(), {c.id: c for c in ctx.claims})
+  if claim.metric is None:
+    raise TemplateError(f"claim {cid!r} compares no runs; write its label "
+                        "({{verdict:...}}) instead")
+  return render.Contrast(claim, spread=False, empty="?").text(ctx.runs)
+
+
 _EXPECT = re.compile(r"^\s*([^=<>\s]+)\s*(=|<|>)\s*(.+?)\s*$")
 
 
@@ -242,6 +267,9 @@ KINDS: dict[str, Callable[[Context, str], str]] = {
     "epochs": lambda ctx, a: render.epoch_range(_selected(ctx, a)),
     "seeds": lambda ctx, a: render.seeds(_selected(ctx, a)),
     "diverged": _diverged,
+    "minutes": _minutes("wall_s"),
+    "core_minutes": _minutes("core_seconds"),
+    "contrast": _contrast,
     "expect": _expect,
 }
 FIXED = ("generated", "summary", "runs", "rule")
