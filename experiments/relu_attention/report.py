@@ -14,7 +14,7 @@ from softattn import studies
 from softattn.studies import render
 from softattn.studies.claims import ACCURACY, Metric
 from softattn.studies.plotspec import Paired, Plot, Points
-from softattn.studies.render import Cell, Table
+from softattn.studies.render import Cell, Ratio, Spread, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
@@ -33,24 +33,11 @@ def train_flops(run):
   return float(run.flops_per_step) * float(run.step)
 
 
-def _ratio(metric, a, b, show_a=False):
-  """A cell or fact: ``metric``'s mean over the finished runs ``a`` selects
-  over its mean over ``b``'s ("1.066"; ``show_a``: "1.280 (1.066)")."""
-  def text(runs, *_):
-    m = [studies.summarize([metric.of(r) for r in studies.select(runs, w)
-                            if r.done]).mean for w in (a, b)]
-    if None in m:
-      return render.NOT_RUN
-    return f"{m[0]:.3f} ({m[0] / m[1]:.3f})" if show_a else \
-        f"{m[0] / m[1]:.3f}"
-  return text
-
-
 def _speed_row(label, h, part="main"):
   """GFLOP per step at alpha 1 (the same in every seed; in brackets: its
   ratio to relu/n's) and core-seconds, per size."""
   return (label, [x for s in study.SIZES for x in (
-      _ratio(PER_STEP, sel(relu_n(1.0, h), s), sel(relu_n(1.0), s), True),
+      Ratio(PER_STEP, sel(relu_n(1.0, h), s), sel(relu_n(1.0), s), True),
       Cell(sel(relu_n(1.0, h), s, part), claims.CORE_S))])
 
 
@@ -106,24 +93,6 @@ PLOTS = {
 # the one-seed alpha grid and 3 seeds of relu and identity.
 
 
-def _minutes(part):
-  """Run-minutes of wall time of a part's runs (``wall_s``)."""
-  def text(runs, _):
-    wall = sum(r.wall_s or 0.0 for r in studies.select(runs, {"part": part}))
-    return f"{wall / 60:.0f}"
-  return text
-
-
-def _spread(runs, _):
-  """The widest seed interval among relu / identity at alpha 0, 0.5, 1 in
-  the main part: how far apart seeds are at that budget."""
-  halves = [studies.summarize([ACCURACY.of(r) for r in studies.select(
-      runs, sel(relu_n(a, h), size)) if r.done]).half
-            for size in study.SIZES for a in (0.0, 0.5, 1.0)
-            for h in ("relu", "identity")]
-  return f"±{max(x for x in halves if x):.1f}"
-
-
 def _grid(size):
   """"relu 0.25, relu2 0.5, ...": the alpha of each curve's best accuracy
   in the one-seed grid (seed 0) on one size; a curve with alphas not run
@@ -158,10 +127,12 @@ def _relu6_gap(runs, _):
 
 
 FACTS = {
-    **{f"minutes.{p}": _minutes(p) for p in ("main", claims.FOCUS)},
     **{f"grid.{size}": _grid(size) for size in study.SIZES},
-    "spread": _spread,
-    "relu6_gap": _relu6_gap, "gate_ratio": _ratio(
+    # How far apart seeds are at the main part's budget.
+    "spread": Spread([sel(relu_n(a, h), size) for size in study.SIZES
+                      for a in (0.0, 0.5, 1.0) for h in ("relu", "identity")],
+                     ACCURACY),
+    "relu6_gap": _relu6_gap, "gate_ratio": Ratio(
         claims.FLOPS, sel(relu_n(1.0), gated=True), sel(relu_n(1.0))),
     "tokens": lambda runs, _: str(claims.sequence_length()),
 }
