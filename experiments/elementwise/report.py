@@ -18,10 +18,10 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.studies import render
-from softattn.studies.claims import ACCURACY, Claim, Metric, judge, pairs
+from softattn.studies.claims import ACCURACY, Claim, Metric, pairs
 from softattn.studies.plotspec import Curves, Plot, Points
-from softattn.studies.render import Cell, Events, Table
+from softattn.studies.render import (Cell, Contrast, Estimate, Events,
+                                     Span, Table)
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -73,14 +73,6 @@ def collapse_step(run) -> float | None:
   return float(at[0]) if at.size else None
 
 
-def first_layer_grad(run) -> float | None:
-  keys = run.keys("grad_norm/layer0") + run.keys("grad_norm/conv1")
-  if not run.done or not keys:
-    return None
-  _, v = run.curve(sorted(keys)[0])
-  return float(v[-1]) if v.size else None
-
-
 def layer_grads_zero(run) -> float | None:
   """1 when every logged attention-layer gradient norm is exactly 0."""
   keys = [k for k in run.keys("grad_norm/layer") if k.count("/") == 1]
@@ -119,22 +111,6 @@ def _params_row(label):
                   else "exact" if p == paper else f"{p - paper:+,}"])
 
 
-def _time_ratio(runs, v):
-  """Our per-seed core-seconds ratio v / B at 10 epochs (description)."""
-  claim = next(c for c in claims.CLAIMS if c.id == f"time.{v}_over_B")
-  return studies.summarize(pairs(claim, runs)[0])
-
-
-def _ratio(v, spread: bool):
-  """The ratio's mean ("1.21"; ``spread``: "1.21 ± 0.05 (n=3)")."""
-  def text(runs):
-    r = _time_ratio(runs, v)
-    return ("-" if spread else "?") if r.mean is None else (
-        f"{r.mean:.3g}" + (f" ± {r.half:.2g}" if r.half and spread else "")
-        + (f" (n={r.n})" if spread else ""))
-  return "-" if v == "B" or v not in TEN_EPOCHS else text
-
-
 def _paper_t1(lab, i):
   t1 = claims.PAPER_T1
   return "-" if lab not in t1 else "NaN" if t1[lab][i] is None else t1[lab][i]
@@ -157,6 +133,7 @@ def _layer(lab, column, **fmt):
 
 MINUTES = Metric("", "core_seconds", 1 / 60, digits=1)
 PAPER_MINUTES = claims.PAPER_MINUTES
+CLAIM = {c.id: c for c in claims.CLAIMS}
 
 TABLES = {
     "params": Table(["model", "paper", "ours", "ours - paper"], [
@@ -181,7 +158,10 @@ TABLES = {
         [(lab, [PAPER_MINUTES[lab],
                 f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
                 Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES)
-                if lab in TEN_EPOCHS else "-", _ratio(lab, True),
+                if lab in TEN_EPOCHS else "-",
+                # Our per-seed core-seconds ratio to B's (a description).
+                Contrast(CLAIM[f"time.{lab}_over_B"])
+                if lab != "B" and lab in TEN_EPOCHS else "-",
                 Cell(sel(lab, "models"), MINUTES)])
          for lab in PAPER_MINUTES]),
 }
@@ -221,22 +201,6 @@ PLOTS = {
         "test accuracy % (mean, 95 % band)", ACCURACY,
         ends_without=("B, no skip, separate optimizers",)),
 }
-
-
-def _minutes(runs, _) -> str:
-  """Measured CPU core-minutes of the control runs (runs.csv)."""
-  got = [r.core_seconds for r in studies.select(runs, {"part": "control"})
-         if r.done and r.core_seconds]
-  return (f"{sum(got) / 60:.0f} CPU core-minutes for {len(got)} run(s)"
-          if got else "no finished run in runs.csv")
-
-
-def _per_step(runs, wheres, fmt) -> str:
-  """"474-514": the span of CPU core-seconds per train step of the
-  finished runs ``wheres`` select."""
-  per = [v for w in wheres for r in studies.select(runs, w)
-         if r.done and (v := claims.CPU_PER_STEP.of(r)) is not None]
-  return f"{min(per):{fmt}}-{max(per):{fmt}}" if per else "?"
 
 
 def _vs_noattn(v, part, noattn) -> Claim:
@@ -279,29 +243,26 @@ def _first_steps(runs, step, key) -> str:
 
 
 FACTS = {
-    "control_minutes": _minutes,
-    "control_per_step": lambda runs, _: _per_step(
-        runs, [sel("control", claims.CONTROL_STEP)], ".0f"),
+    "control_per_step": Span([sel("control", claims.CONTROL_STEP)],
+                             claims.CPU_PER_STEP, ".0f"),
     # Every attention model, at 1 and 10 epochs.
-    "attention_per_step": lambda runs, _: _per_step(runs, [
+    "attention_per_step": Span([
         sel(v, p) for v in "ABCDEFGH"
-        for p in {"models", TEN_EPOCHS.get(v, "models")}], ".2g"),
+        for p in {"models", TEN_EPOCHS.get(v, "models")}],
+                               claims.CPU_PER_STEP, ".2g"),
     "gap": _gap, "noskip_zero": _noskip_zero,
-    **{f"{v}_vs_noattn": (lambda runs, _, c=_vs_noattn(
-        v, TEN_EPOCHS[v], "noattn_10ep"): render.estimate(judge(c, runs)))
-       for v in "ACEG"},
-    **{f"ratio_{v}": (lambda runs, _, f=_ratio(v, False): f(runs))
-       for v in "ACDEFGH"},
+    **{f"{v}_vs_noattn": Estimate(_vs_noattn(v, TEN_EPOCHS[v],
+                                             "noattn_10ep")) for v in "ACEG"},
     **{f"alive{s}_{k}": (lambda runs, _, s=s, k=k: _first_steps(runs, s, k))
        for s in (0, 1) for k in ("layer0", "layer1")},
     "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),
-    "branch_min": lambda runs, _: f"{claims.BRANCH_MIN:g}",
+    "branch_min": f"{claims.BRANCH_MIN:g}",
     # What removing the attention branch costs (probes.branch_effect).
-    **{f"branch_{key}": (lambda runs, _, w=sel(lab, part): render.cell(
-        runs, w, claims.BRANCH)) for key, lab, part in (
-            ("B", "B", "models_10ep"),
-            ("separate", "B, separate optimizers", "separate_skip_10ep"),
-            ("single", "single head", "single_10ep"))},
+    **{f"branch_{key}": Cell(sel(lab, part), claims.BRANCH)
+       for key, lab, part in (
+           ("B", "B", "models_10ep"),
+           ("separate", "B, separate optimizers", "separate_skip_10ep"),
+           ("single", "single head", "single_10ep"))},
 }
 
 STUDY = studies.Study(
@@ -311,7 +272,6 @@ STUDY = studies.Study(
     spec=SPEC, parts=BASE, optional={"control": "part=control"}, focus=FOCUS,
     fields=("model.variant", "model.heads", "model.skip"),
     values={"collapsed": collapsed, "collapse_step": collapse_step,
-            "first_layer_grad": first_layer_grad,
             "layer_grads_zero": layer_grads_zero,
             "params": lambda run: float(_count(run.config))},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
