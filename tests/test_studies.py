@@ -509,3 +509,33 @@ def test_step_ms_is_the_median_logged_step_without_compilation():
   r.series["train/steps_per_sec"] = [[1, 0.0]]
   assert studies.step_ms(r) is None
   assert studies.step_ms(run("a", 1, None, state=State.FAILED)) is None
+
+
+def test_per_layer_values_read_layers_shallowest_first():
+  r = run("a", 0, 0.5)
+  for layer, pts in (("block_10", [[1, 4.0], [2, 8.0]]),
+                     ("block_2", [[1, 1.0], [2, 3.0]]),
+                     ("block_3", [[1, 5.0]])):     # one point: not a curve
+    r.series[f"train/diag/{layer}/score_std"] = pts
+  got = studies.layer_curves(r, "score_std", min_points=2)
+  assert [v.tolist() for v in got] == [[1.0, 3.0], [4.0, 8.0]]
+  assert len(studies.layer_curves(r, "score_std")) == 3
+  assert studies.per_layer("score_std")(r) == pytest.approx((2 + 6 + 5) / 3)
+  growth = studies.per_layer("score_std", lambda v: v[-1] / v[0], 2)
+  assert growth(r) == pytest.approx((3 + 2) / 2)
+  # Layers where fn gives None are left out; none left: None.
+  assert studies.per_layer("score_std", lambda v: None)(r) is None
+  r.state = State.FAILED
+  assert studies.layer_curves(r, "score_std") == []
+  assert studies.per_layer("score_std")(r) is None
+
+
+def test_diverged_or_below_counts_divergence_and_low_ends():
+  low = studies.diverged_or_below("final/accuracy", 0.15)
+  assert [low(run("a", 0, x)) for x in (0.1, 0.5)] == [1.0, 0.0]
+  assert low(run("a", 0, None, state=State.FAILED,
+                 kind=FailureKind.NONFINITE)) == 1.0
+  assert low(run("a", 0, None, state=State.RUNNING)) is None
+  per_run = studies.diverged_or_below("final/accuracy",
+                                      lambda r: 0.2 * r.seed)
+  assert [per_run(run("a", s, 0.3)) for s in (1, 2)] == [0.0, 1.0]

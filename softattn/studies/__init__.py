@@ -32,8 +32,8 @@ from softattn.studies.probes import (attention_weights, dump_json,
 # A study's sweep.py/report.py/claims.py is loaded as configs are.
 from softattn.configlib import load_module
 from softattn.studies.render import cell, claims_table, image, md_table
-from softattn.studies.runs import (Run, collect, mean_over_layers,
-                                   median_train, read_csv, select, step_ms,
-                                   write_csv)
+from softattn.studies.runs import (Run, collect, diverged_or_below,
+                                   layer_curves, median_train, per_layer,
+                                   read_csv, select, step_ms, write_csv)
 from softattn.studies.stats import Summary, summarize
 from softattn.studies.study import Study, export, main, report

@@ -32,6 +32,7 @@ import fnmatch
 import json
 import io
 import math
+import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -350,16 +351,48 @@ def step_ms(run: Run) -> float | None:
   return 1000.0 / sps if sps else None
 
 
-def mean_over_layers(metric: str):
-  """A ``values`` entry: mean over training and layers of a per-layer
-  diagnostic ``diag/<layer>/<metric>``, for finished runs."""
+def diverged_or_below(column: str, threshold):
+  """A ``values`` entry, 1 or 0: whether the run diverged or ended with
+  ``column`` (e.g. ``final/accuracy``) below ``threshold``, a number or a
+  function of the run (e.g. twice chance on its dataset): what a
+  "collapses" or "breaks down" claim counts. None without either."""
   def fn(run: Run) -> float | None:
-    if not run.done:
+    if run.diverged:
+      return 1.0
+    v = run.value(column)
+    if v is None:
       return None
-    vals = [run.curve(k)[1] for k in run.keys("diag/", "/" + metric)]
-    vals = [v.mean() for v in vals if v.size]
-    return float(np.mean(vals)) if vals else None
+    return float(v < (threshold(run) if callable(threshold) else threshold))
   return fn
+
+
+def _depth_order(key: str) -> list:
+  """A layer path's sort key: the numbers in it compared as numbers, so
+  ``encoderblock_10`` follows ``encoderblock_9``."""
+  return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", key)]
+
+
+def layer_curves(run: Run, metric: str, min_points: int = 1
+                 ) -> list[np.ndarray]:
+  """The values of each layer's diagnostic ``diag/<layer>/<metric>`` over
+  training, shallowest layer first, of the curves with ``min_points`` or
+  more; [] until the run finished."""
+  if not run.done:
+    return []
+  keys = sorted(run.keys("diag/", "/" + metric), key=_depth_order)
+  return [v for k in keys if (v := run.curve(k)[1]).size >= min_points]
+
+
+def per_layer(metric: str, fn: Callable[[np.ndarray], float | None] =
+              np.mean, min_points: int = 1):
+  """A ``values`` entry: the mean over layers of ``fn`` of each layer's
+  curve (``layer_curves``; layers where ``fn`` gives None left out), for
+  finished runs; by default the mean over training and layers."""
+  def value(run: Run) -> float | None:
+    vals = [x for v in layer_curves(run, metric, min_points)
+            if (x := fn(v)) is not None]
+    return float(np.mean(vals)) if vals else None
+  return value
 
 
 def run_summary(runs: Sequence[Run]) -> str:
