@@ -55,11 +55,7 @@ FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
                               "control_seeds=3"}
 
 
-def collapsed(run) -> float | None:
-  if run.diverged:
-    return 1.0
-  acc = run.value("final/accuracy")
-  return None if acc is None else float(acc < CHANCE)
+collapsed = studies.diverged_or_below("final/accuracy", CHANCE)
 
 
 def collapse_step(run) -> float | None:

@@ -8,14 +8,12 @@ plots and facts its hand-written ``RESULTS.md.tmpl`` names, as data.
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import numpy as np
 
 from softattn import studies
 from softattn.data import datasets
-from softattn.studies import render
 from softattn.studies.claims import ACCURACY, Metric
 from softattn.studies.plotspec import Curves, Paired, Plot, Points
 from softattn.studies.render import Cell, Table
@@ -54,27 +52,11 @@ def decay_shrink(run) -> float | None:
   return float(1.0 - np.prod(1.0 - lrs * wd))
 
 
-def _layers(run, metric):
-  """The per-layer curves of a diagnostic, shallowest layer first."""
-  index = lambda k: int(m.group(1)) if (m := re.search(r"block_(\d+)/", k)) \
-      else -1
-  keys = sorted(run.keys("diag/", "/" + metric), key=index)
-  return [run.curve(k)[1] for k in keys if run.curve(k)[1].size > 1] \
-      if run.done else []
-
-
-def _per_layer(metric, fn):
-  """A per-run value: the mean over layers of ``fn(curve)``."""
-  def value(run):
-    vals = [x for v in _layers(run, metric) if (x := fn(v)) is not None]
-    return float(np.mean(vals)) if vals else None
-  return value
-
-
 def std_depth_order(run):
   """1 when the mean softmax-input std over the run falls with depth from
   the second layer on (Fig. 2a's "except L1"), else 0."""
-  means = [float(v.mean()) for v in _layers(run, "score_std")][1:]
+  means = [float(v.mean())
+           for v in studies.layer_curves(run, "score_std", 2)][1:]
   if len(means) < 2:
     return None
   return float(all(a > b for a, b in zip(means, means[1:])))
@@ -156,11 +138,10 @@ PLOTS = {
 }
 
 FACTS = {
-    "shrink": lambda runs, _: render.cell(runs, sel(SM), Metric(
-        "decay", "value/decay_shrink", 100.0, digits=1)),
-    "classes": lambda runs, _: str(K),
-    "top_cap": lambda runs, _: f"{_top_cap(K):.2f}",
-    "top_cap_1000": lambda runs, _: f"{1 - _top_cap(1000):.0e}",
+    "shrink": Cell(sel(SM), Metric("decay", "value/decay_shrink", 100.0,
+                                   digits=1)),
+    "classes": str(K), "top_cap": f"{_top_cap(K):.2f}",
+    "top_cap_1000": f"{1 - _top_cap(1000):.0e}",
 }
 
 TWO_EPOCHS = f"subset=focus,steps={claims.LOSS_2EP_STEPS}"
@@ -182,13 +163,16 @@ STUDY = studies.Study(
     fields=("model.normalizer", "total_steps", "optimizer.weight_decay",
             "loss.gamma"),
     values={"decay_shrink": decay_shrink,
-            "entropy_range": _per_layer("attn_entropy",
-                                        lambda v: v.max() - v.min()),
-            "entropy_end": _per_layer("attn_entropy", lambda v: v[-1]),
-            "std_growth": _per_layer("score_std", lambda v: v[-1] / v[0]
-                                     if v[0] > 0 else None),
-            "std_fall": _per_layer("score_std", lambda v: v.max() / v[-1]
-                                   if v[-1] > 0 else None),
+            # Per layer (curves of 2+ points), mean over layers.
+            "entropy_range": studies.per_layer(
+                "attn_entropy", lambda v: v.max() - v.min(), 2),
+            "entropy_end": studies.per_layer(
+                "attn_entropy", lambda v: v[-1], 2),
+            "std_growth": studies.per_layer(
+                "score_std", lambda v: v[-1] / v[0] if v[0] > 0 else None, 2),
+            "std_fall": studies.per_layer(
+                "score_std", lambda v: v.max() / v[-1] if v[-1] > 0 else None,
+                2),
             "std_depth_order": std_depth_order, "step_ms": studies.step_ms},
     series=("train/diag/*score_std", "train/diag/*attn_entropy"),
     claims=claims.CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),

@@ -56,11 +56,7 @@ def _twice_chance(run) -> float:
   return 2.0 / datasets.known(run.config.data.name).num_classes
 
 
-def broke_down(run) -> float | None:
-  if run.diverged:
-    return 1.0
-  acc = run.value("final/accuracy")
-  return None if acc is None else float(acc < _twice_chance(run))
+broke_down = studies.diverged_or_below("final/accuracy", _twice_chance)
 
 
 def break_step(run) -> float | None:
@@ -172,11 +168,11 @@ def _entropy_gaps(runs) -> dict[str, list[float]]:
   and sin_softmax (those that logged it)."""
   out = {}
   for n in (SM, SIN):
-    rs = [r for r in studies.select(runs, sel(n, DEEPEST)) if r.done]
-    blocks = sorted({k for r in rs for k in r.keys("diag/", "/attn_entropy")})
-    if blocks:
-      out[n] = [float(np.mean([np.log(16) - r.curve(k)[1][-1] for r in rs
-                               if r.curve(k)[1].size])) for k in blocks]
+    gaps = [[np.log(16) - v[-1]
+             for v in studies.layer_curves(r, "attn_entropy")]
+            for r in studies.select(runs, sel(n, DEEPEST))]
+    if any(gaps):
+      out[n] = [float(x) for x in np.mean([g for g in gaps if g], axis=0)]
   return out
 
 
@@ -225,8 +221,8 @@ STUDY = studies.Study(
                     *claims.study.BREAKDOWN,
                     *claims.study.BREAKDOWN_PRENORM)}},
     values={"broke_down": broke_down, "break_step": break_step,
-            "grad_saturation": studies.mean_over_layers("grad_saturation"),
-            "lgrad_q50": studies.mean_over_layers("lgrad_q50"),
+            "grad_saturation": studies.per_layer("grad_saturation"),
+            "lgrad_q50": studies.per_layer("lgrad_q50"),
             "score_tail_ratio": score_tail_ratio},
     series=("train/accuracy", "train/diag/*"), probe=probe,
     claims=claims.CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
