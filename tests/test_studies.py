@@ -539,3 +539,14 @@ def test_diverged_or_below_counts_divergence_and_low_ends():
   per_run = studies.diverged_or_below("final/accuracy",
                                       lambda r: 0.2 * r.seed)
   assert [per_run(run("a", s, 0.3)) for s in (1, 2)] == [0.0, 1.0]
+
+
+def test_config_probes_count_parameters_and_plan_train_step_memory():
+  from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
+  # The element-wise study's attention-free baseline: a linear classifier
+  # on 28x28 pixels, 10 classes.
+  cfg = declaration.load("experiments/elementwise/sweep.py:part=models,"
+                         "variants=B,extras=false,layers=0").runs[0].config
+  assert studies.model_params(cfg) == 28 * 28 * 10 + 10
+  small, large = (studies.train_step_memory_mb(cfg, b) for b in (4, 64))
+  assert 0 < small < large

@@ -26,9 +26,11 @@ from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
 # Models without data (softattn.models.abstract), as the studies use them.
 from softattn.models.abstract import (build_abstract, build_model,
                                       input_shape, param_count)
-from softattn.studies.probes import (attention_weights, dump_json,
-                                     load_images, moved_from_init, probed,
-                                     restore_checkpoint)
+from softattn.studies.probes import (attention_weights, batch_stats,
+                                     dump_json, load_images, model_params,
+                                     moved_from_init, probed,
+                                     probed_attention, restore_checkpoint,
+                                     train_step_memory_mb)
 # A study's sweep.py/report.py/claims.py is loaded as configs are.
 from softattn.configlib import load_module
 from softattn.studies.render import cell, claims_table, image, md_table

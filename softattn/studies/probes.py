@@ -2,21 +2,25 @@
 
 A probe reads each finished run's checkpoint (``probed``) and
 computes something the metrics do not log: the attention weights the
-layers sow (``attention_weights``), how far parameters moved from the
-loop's own init (``moved_from_init``). Probes run when ``runs.csv`` is
-exported; their results are columns of it, so a report regenerated from
-``runs.csv`` needs no checkpoint.
+layers sow (``attention_weights``, ``probed_attention``), how far
+parameters moved from the loop's own init (``moved_from_init``); or reads
+a config alone: its parameter count (``model_params``), the memory XLA
+plans for its train step (``train_step_memory_mb``). Probes run when
+``runs.csv`` is exported; their results are columns of it, so a report
+regenerated from ``runs.csv`` needs no checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import numpy as np
 
 from softattn import paths
-from softattn.models.abstract import build_model
+from softattn.models.abstract import (build_abstract, build_model,
+                                      input_shape, param_count)
 
 
 def restore_checkpoint(run_dir: str):
@@ -61,16 +65,20 @@ def load_images(config, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
           np.asarray([int(e["label"]) for e in out]))
 
 
+def batch_stats(state) -> dict:
+  """A checkpoint's BatchNorm statistics as ``apply`` variables ({} when
+  the model has none), to join with its (or other) ``params``."""
+  return {"batch_stats": state["batch_stats"]} if state.get(
+      "batch_stats") else {}
+
+
 def attention_weights(config, state, images) -> dict[str, np.ndarray]:
   """``{layer path: [images, heads, queries, keys]}``: the weights every
   attention layer sows (``softattn.nn.attention.observe``) on ``images``."""
   import jax  # pylint: disable=g-import-not-at-top
   model = build_model(config)
-  variables = {"params": state["params"]}
-  if state.get("batch_stats"):
-    variables["batch_stats"] = state["batch_stats"]
-  _, sown = model.apply(variables, images, train=False,
-                        mutable=["attention_weights"])
+  _, sown = model.apply({"params": state["params"], **batch_stats(state)},
+                        images, train=False, mutable=["attention_weights"])
   flat = jax.tree_util.tree_flatten_with_path(sown["attention_weights"])[0]
   out = {}
   for path, w in flat:
@@ -78,6 +86,54 @@ def attention_weights(config, state, images) -> dict[str, np.ndarray]:
                     for p in path)
     out[re.sub(r"/weights/0$", "", name)] = np.asarray(w)
   return out
+
+
+def probed_attention(runs, n: int, keep=None):
+  """``(run, attention_weights)`` of each run ``probed`` yields: the
+  weights its layers sow on the first ``n`` test images."""
+  for r, state in probed(runs, keep):
+    x, _ = load_images(r.config, r.config.data.eval_split, n)
+    yield r, attention_weights(r.config, state, x)
+
+
+_PARAMS: dict[str, int] = {}
+
+
+def model_params(config) -> int:
+  """Parameter count of ``config``'s model (``jax.eval_shape``, no data;
+  cached per model config and dataset)."""
+  key = json.dumps([config.model.to_dict(), config.data.name],
+                   sort_keys=True, default=repr)
+  if key not in _PARAMS:
+    _PARAMS[key] = param_count(build_abstract(config)[1])
+  return _PARAMS[key]
+
+
+def train_step_memory_mb(config, batch: int) -> float:
+  """MB XLA plans for one forward + backward of ``config``'s model on a
+  batch of ``batch`` (compiled ahead of time from shapes: no data, no
+  accelerator); a RuntimeError when the backend gives no plan."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import optax  # pylint: disable=g-import-not-at-top
+  from softattn.aot import memory  # pylint: disable=g-import-not-at-top
+  model, shapes = build_abstract(config)
+
+  def loss(params, stats, x, y):
+    logits, new = model.apply({"params": params, "batch_stats": stats}, x,
+                              train=True, mutable=["batch_stats"])
+    return optax.softmax_cross_entropy_with_integer_labels(
+        logits, y).mean(), new
+
+  x = jax.ShapeDtypeStruct((batch, *input_shape(config)), jnp.float32)
+  y = jax.ShapeDtypeStruct((batch,), jnp.int32)
+  compiled = jax.jit(jax.grad(loss, has_aux=True)).lower(
+      shapes["params"], shapes.get("batch_stats", {}), x, y).compile()
+  planned = memory.memory_analysis_bytes(compiled)
+  if planned is None:
+    raise RuntimeError("XLA gave no memory_analysis() for the train step "
+                       "on this backend; compile on CPU, which gives one")
+  return planned / 2 ** 20
 
 
 def init_params(config):
