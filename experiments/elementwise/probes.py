@@ -26,12 +26,6 @@ def _model_and_loss(config, y):
   return model, lambda logits: jnp.mean(loss_fn(logits, onehot))
 
 
-def _batch_stats(state) -> dict:
-  """The checkpoint's BatchNorm statistics as ``apply`` variables."""
-  return {"batch_stats": state["batch_stats"]} if state.get(
-      "batch_stats") else {}
-
-
 def paper_grad_avg(run, state, n=4096):
   """The paper's "last gradients average" (the mean loss gradient of the
   first conv kernel, or of the first layer's first-head x weights, at its
@@ -42,7 +36,7 @@ def paper_grad_avg(run, state, n=4096):
   cfg = run.config
   x, y = studies.load_images(cfg, cfg.data.train_split, n)
   model, mean_loss = _model_and_loss(cfg, y)
-  extra = _batch_stats(state)
+  extra = studies.batch_stats(state)
 
   def loss(params):   # BatchNorm in train mode, as in the training step
     out = model.apply({"params": params, **extra}, x, train=True,
@@ -132,7 +126,7 @@ def branch_effect(run, state, n: int = 10_000) -> float | None:
   cfg = run.config
   x, y = studies.load_images(cfg, cfg.data.eval_split, n)
   model, _ = _model_and_loss(cfg, y)
-  extra = _batch_stats(state)
+  extra = studies.batch_stats(state)
 
   @jax.jit
   def accuracy(p):

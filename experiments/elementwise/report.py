@@ -11,7 +11,6 @@ A run "collapsed" when it diverged or its final test accuracy is at chance
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -78,18 +77,6 @@ def layer_grads_zero(run) -> float | None:
   return float(vals.size > 0 and np.all(vals == 0))
 
 
-_COUNTS: dict[str, int] = {}
-
-
-def _count(config) -> int:
-  """Parameter count of ``config``'s model (``jax.eval_shape``, cached)."""
-  key = json.dumps([config.model.to_dict(), config.data.name],
-                   sort_keys=True, default=repr)
-  if key not in _COUNTS:
-    _COUNTS[key] = studies.param_count(studies.build_abstract(config)[1])
-  return _COUNTS[key]
-
-
 def _params_row(label):
   """Paper, ours (from the runs; CIFAR-10 rows from the declared configs,
   not run) and ours - paper."""
@@ -98,7 +85,8 @@ def _params_row(label):
 
   def ours(runs) -> int | None:
     if cifar:
-      return _count(declaration.load(f"{SPEC}:{cifar[1]}").runs[0].config)
+      return studies.model_params(
+          declaration.load(f"{SPEC}:{cifar[1]}").runs[0].config)
     p = next((r.value("value/params") for r in studies.select(
         runs, sel(label)) if r.value("value/params")), None)
     return int(p) if p else None
@@ -269,7 +257,7 @@ STUDY = studies.Study(
     fields=("model.variant", "model.heads", "model.skip"),
     values={"collapsed": collapsed, "collapse_step": collapse_step,
             "layer_grads_zero": layer_grads_zero,
-            "params": lambda run: float(_count(run.config))},
+            "params": lambda run: float(studies.model_params(run.config))},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
     probe=_probes.record, claims=claims.CLAIMS,
     template=os.path.join(HERE, "RESULTS.md.tmpl"),

@@ -22,7 +22,6 @@ import sys
 import numpy as np
 
 from softattn import studies
-from softattn.aot import memory
 from softattn.studies.claims import ERROR
 from softattn.studies.plotspec import Heatmap, Paired, Plot, Points
 from softattn.studies.render import Cell, Table
@@ -34,30 +33,6 @@ claims = studies.load_module(os.path.join(HERE, "claims.py"))
 NL, LABEL, sel = claims.NL, claims.LABEL, claims.sel
 HEADS = (0, *claims.SWEEP.HEADS)             # 0: no NL block
 BLOCKS, MODES = claims.SWEEP.BLOCKS, ("base", *claims.SWEEP.MODES)
-
-
-def train_step_memory_mb(config, batch=128):
-  """MB XLA plans for one forward+backward of ``config``'s model."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import optax  # pylint: disable=g-import-not-at-top
-  model, shapes = studies.build_abstract(config)
-
-  def loss(params, stats, x, y):
-    logits, new = model.apply({"params": params, "batch_stats": stats}, x,
-                              train=True, mutable=["batch_stats"])
-    return optax.softmax_cross_entropy_with_integer_labels(
-        logits, y).mean(), new
-
-  x = jax.ShapeDtypeStruct((batch, *studies.input_shape(config)), jnp.float32)
-  y = jax.ShapeDtypeStruct((batch,), jnp.int32)
-  compiled = jax.jit(jax.grad(loss, has_aux=True)).lower(
-      shapes["params"], shapes.get("batch_stats", {}), x, y).compile()
-  planned = memory.memory_analysis_bytes(compiled)
-  if planned is None:
-    raise RuntimeError("XLA gave no memory_analysis() for the train step "
-                       "on this backend; write memory.json on CPU")
-  return planned / 2 ** 20
 
 
 def memory_table(cache) -> dict[tuple[int, str], float]:
@@ -75,7 +50,7 @@ def memory_table(cache) -> dict[tuple[int, str], float]:
     nl = r.config.model.nl_blocks
     key = (nl.heads, nl.normalizer)
     if key in keys - out.keys() and (nl.mode, nl.init) == ("base", "normal"):
-      out[key] = train_step_memory_mb(r.config)
+      out[key] = studies.train_step_memory_mb(r.config, batch=128)
   studies.dump_json(cache, {"spec": spec, "mb": [
       [h, b, v] for (h, b), v in sorted(out.items())]})
   return out
@@ -104,11 +79,9 @@ def probe(runs, cache_dir):
     if key in mem and r.get(NL + "embed_channels") is None:
       r.metrics["value/full_step_mb"] = mem[key]
   mapped = set()
-  for r, state in studies.probed(runs, keep=lambda r: (
+  for r, weights in studies.probed_attention(runs, 4, keep=lambda r: (
       r.get(NL + "heads"), r.get(NL + "mode"), r.get(NL + "init")) == (
           4, "base", "normal")):
-    x, _ = studies.load_images(r.config, r.config.data.eval_split, 4)
-    weights = studies.attention_weights(r.config, state, x)
     first = weights[sorted(weights)[0]]
     r.metrics["value/vertical_ratio"] = vertical_line_ratio(first)
     if (r.part, r.get(NL + "normalizer")) not in mapped:

@@ -87,9 +87,7 @@ def border_share(weights: np.ndarray) -> float:
 def probe(runs, cache_dir):
   del cache_dir
   mapped = set()
-  for r, state in studies.probed(runs):
-    x, _ = studies.load_images(r.config, r.config.data.eval_split, 8)
-    weights = studies.attention_weights(r.config, state, x)
+  for r, weights in studies.probed_attention(runs, 8):
     r.metrics["value/border_share"] = float(np.mean(
         [border_share(w) for w in weights.values()]))
     key = (r.part, r.get("model.normalizer"))
