@@ -31,7 +31,9 @@ placeholders ``{{kind:argument}}``:
   contrasts whatever its verdict (``render.Contrast``), for a claim the
   rule cannot judge here but whose runs the prose describes;
 * ``{{fact:NAME}}``: a string the study computes from the runs (a number
-  no table, verdict or budget holds);
+  no table, verdict or budget holds): ``Study.facts`` holds a function of
+  (runs, verdicts), a cell (``render.Span``, ``Spread``, ``Ratio``,
+  ``Estimate``, ...) or a fixed string;
 * ``{{expect:ID=WORD}}`` (``WORD`` a label, or several joined by ``|``),
   ``{{expect:ID<0}}`` / ``{{expect:ID>0}}`` (the whole 95 % CI below /
   above 0): render to nothing, and fail with the template line when the
