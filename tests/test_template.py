@@ -128,7 +128,8 @@ def test_cost_and_contrast_kinds_read_the_selected_runs():
   ctx = context(runs=runs)
   assert template.fill("{{minutes:a}} {{core_minutes:a}} {{minutes:*}}; "
                        "{{core_minutes:c}}", ctx) == \
-      "3 4 18; no finished run in runs.csv"
+      "3 run-minutes (2 runs) 4 CPU core-minutes (2 runs) 18 run-minutes " \
+      "(5 runs); no finished run in runs.csv"
   # a - b per seed: +0 and +2 points (seed 2 has not finished).
   assert template.fill("{{contrast:up}} {{contrast:down}}", ctx) == "1 1"
   assert render.Contrast(CLAIMS[0]).text(runs) == "1 ± 13 (n=2)"

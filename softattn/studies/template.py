@@ -20,9 +20,10 @@ placeholders ``{{kind:argument}}``:
   ("200/1200"), ``{{epochs:WHERE}}`` ("0.11-0.43"), ``{{seeds:WHERE}}``
   ("3") and ``{{diverged:WHERE}}`` ("0/3" of the runs that ended): the
   declared budget of the runs ``WHERE`` selects, read from ``runs.csv``;
-  ``{{minutes:WHERE}}`` ("123": run-minutes of wall time, ``wall_s``) and
-  ``{{core_minutes:WHERE}}`` (CPU core-minutes, ``core_seconds``): what
-  its finished runs measured ("no finished run in runs.csv" when none).
+  ``{{minutes:WHERE}}`` ("123 run-minutes (45 runs)": wall time,
+  ``wall_s``) and ``{{core_minutes:WHERE}}`` ("70 CPU core-minutes (3
+  runs)", ``core_seconds``): what its finished runs measured ("no finished
+  run in runs.csv" when none).
   ``WHERE`` is a part name (``main``), ``*`` (every run), settings
   ``part=models,model.skip=false`` (``a|b``: either value) or ``@NAME``, a
   selection the study declares (``Study.selections``) where listing the
@@ -199,14 +200,15 @@ def _diverged(ctx: Context, arg: str) -> str:
   return f"{sum(r.diverged for r in rs)}/{len(rs)}"
 
 
-def _minutes(column: str):
+def _minutes(column: str, unit: str):
   """The sum of a seconds ``column`` over the finished selected runs, in
-  whole minutes."""
+  whole minutes, with its unit and run count ("70 CPU core-minutes (3
+  runs)"), so the sentence reads the same whether or not any finished."""
   def kind(ctx: Context, arg: str) -> str:
     got = [r.value(column) or 0.0 for r in _selected(ctx, arg) if r.done]
     if not got:
       return "no finished run in runs.csv"
-    return f"{sum(got) / 60:.0f}"
+    return f"{sum(got) / 60:.0f} {unit} ({len(got)} run{'s' * (len(got) > 1)})"
   return kind
 
 
@@ -269,8 +271,8 @@ KINDS: dict[str, Callable[[Context, str], str]] = {
     "epochs": lambda ctx, a: render.epoch_range(_selected(ctx, a)),
     "seeds": lambda ctx, a: render.seeds(_selected(ctx, a)),
     "diverged": _diverged,
-    "minutes": _minutes("wall_s"),
-    "core_minutes": _minutes("core_seconds"),
+    "minutes": _minutes("wall_s", "run-minutes"),
+    "core_minutes": _minutes("core_seconds", "CPU core-minutes"),
     "contrast": _contrast,
     "expect": _expect,
 }
