@@ -197,8 +197,7 @@ class Table:
   """A table as data: ``columns`` (the first heads the row labels) and
   ``rows``, each a label and one entry per further column: a cell
   (``Cell``, ``Events``, ``Ratio``, ``Contrast``, ``Span``, ``Spread``), a
-  fixed
-  string, or a function of the runs (``as_text``)."""
+  fixed string, or a function of the runs (``as_text``)."""
   columns: Sequence[str]
   rows: Sequence[tuple[str, Sequence[Any]]]
 
