@@ -262,8 +262,8 @@ v5e-256 failed in `resolve_config`): now 1024. `configs/i21k_vit.py` gained
 analysis counts every layer): when this table was first made
 (2026-11-23), **ViT-L/16 on a v4-32 at batch 4096 did not fit without it**
 (48.4 GiB per chip against 32 GiB). Since the fused kernels stopped saving
-padded float32 copies for the backward it fits as is (28.51 GiB, the row
-above), and remat leaves room (9.20 GiB). Every other config fits its
+padded float32 copies for the backward it fits as is (28.49 GiB, the row
+above), and remat leaves room (9.15 GiB). Every other config fits its
 intended slice unchanged, with the FSDP sharding fix
 (`sharding.gather_for_compute`): before it, ViT-B/16 on a v5e-256 needed
 17.7 GiB per chip (out of memory); now 1.60 GiB.
