@@ -25,6 +25,7 @@ physical dimensions (``reduction_stages``, ``constrain_like_params``).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Sequence
 
@@ -102,6 +103,7 @@ def make_mesh(mesh_cfg: Any, devices: Sequence[jax.Device] | None = None) -> Mes
   return Mesh(np.asarray(devices[:d * m]).reshape(d, m), AXES)
 
 
+@functools.lru_cache(maxsize=None)
 def reduction_stages(mesh: Mesh) -> tuple[int, ...]:
   """Sizes whose product is the ``data`` axis: one reduce-scatter each.
 
@@ -109,8 +111,10 @@ def reduction_stages(mesh: Mesh) -> tuple[int, ...]:
   by ``physical_order`` with ``model`` 1 and more than ``ONE_STAGE_MAX``
   chips. Then the outermost physical dimension (slices, then z, then y)
   becomes a stage while the dimensions left span more than
-  ``ONE_STAGE_MAX`` chips, and what is left is the last stage: a v5e-16 (4x4) gives ``(4, 4)``, a v5e-256
-  ``(16, 16)``, a v4-32 (2x2x4) ``(4, 4)``, two v5e-256 ``(2, 16, 16)``.
+  ``ONE_STAGE_MAX`` chips, and what is left is the last stage: a v5e-16
+  (4x4) gives ``(4, 4)``, a v5e-256 ``(16, 16)``, a v4-32 (2x2x4)
+  ``(4, 4)``, two v5e-256 ``(2, 16, 16)``. Cached per mesh: every
+  parameter's sharding asks.
   Why: the TPU compiler turns one reduce-scatter over a 4x4 block or larger
   into a full all-reduce and a slice (twice the ICI bytes, full-size
   gradients in HBM); along one dimension at a time it keeps them
@@ -224,15 +228,16 @@ def _constrain_in_order(x, chain):
   return x
 
 
-def _gathered(storage: NamedSharding):
-  """Identity whose forward is constrained to ``storage`` minus ``data`` and
-  whose backward runs the cotangent through ``reduction_chain(storage)``."""
+def _gathered(chain: list[NamedSharding]):
+  """Identity whose forward is constrained to the storage sharding
+  (``chain[-1]``) minus ``data`` and whose backward runs the cotangent
+  through ``chain`` (``reduction_chain`` of the storage sharding)."""
   @jax.custom_vjp
   def gather(p):
-    return jax.lax.with_sharding_constraint(p, without_data_axis(storage))
+    return jax.lax.with_sharding_constraint(p, without_data_axis(chain[-1]))
 
   def bwd(_, g):
-    return (_constrain_in_order(g, reduction_chain(storage)),)
+    return (_constrain_in_order(g, chain),)
   gather.defvjp(lambda p: (gather(p), None), bwd)
   return gather
 
@@ -259,23 +264,24 @@ def gather_for_compute(params: Any, rules, mesh: Mesh | None) -> Any:
   it constrains the cotangent through ``reduction_chain`` so it leaves as
   reduce-scatters, one physical dimension at a time. Either way
   ``constrain_like_params`` then leaves the gradients, the optimizer state
-  and the update sharded. With ``replicate`` rules or a mesh without a ``data`` axis larger
-  than 1 this is a no-op; ``mesh=None`` (unit tests, no mesh) returns
-  ``params`` unchanged.
+  and the update sharded. With ``replicate`` rules or a mesh without a
+  ``data`` axis larger than 1 this is a no-op; ``mesh=None`` (unit tests,
+  no mesh) returns ``params`` unchanged.
   """
   if mesh is None or mesh.shape.get("data", 1) == 1:
     return params
   shardings = param_shardings(params, rules, mesh)
 
   def one(p, sh):
-    if p.ndim < 2 or len(reduction_chain(sh)) == 1:
+    chain = reduction_chain(sh)
+    if p.ndim < 2 or len(chain) == 1:
       # One stage: the plain constraint's transpose (all-reduce, then the
       # slice constrain_like_params asks for) is what XLA:TPU fuses into a
       # reduce-scatter. A vector's (norm scales, biases) few bytes: given
       # the staged chain, XLA moves the activations to the vector's
       # sharding instead (an all-to-all of [B, L, E]).
       return jax.lax.with_sharding_constraint(p, without_data_axis(sh))
-    return _gathered(sh)(p)
+    return _gathered(chain)(p)
   return jax.tree.map(one, params, shardings)
 
 
@@ -283,11 +289,12 @@ def constrain_like_params(tree: Any, rules, mesh: Mesh | None) -> Any:
   """``tree`` (gradients, updates) constrained to its parameters' storage
   sharding, through ``reduction_chain``.
 
-  Call it on the gradients right after ``jax.value_and_grad``: with
-  ``gather_for_compute`` in the forward they are already there (this pins
-  it); a gradient that did not pass through it (a parameter used outside
-  the gathered tree) is reduce-scattered here instead of all-reduced, and
-  the finiteness check, the norms and the optimizer then run on shards.
+  Call it on the gradients right after ``jax.value_and_grad``. A matrix
+  that ``gather_for_compute`` staged is already there (this pins it); every
+  other gradient arrives in the gathered layout, and this constraint is the
+  slice that XLA:TPU fuses with the all-reduce before it into a
+  reduce-scatter (on one stage). Either way the finiteness check, the norms
+  and the optimizer then run on shards.
   ``mesh=None`` returns ``tree`` unchanged.
   """
   if mesh is None:
