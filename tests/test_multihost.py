@@ -49,6 +49,10 @@ RUNNER = os.path.join(REPO, "tests", "multihost_runner.py")
 STEPS, BATCH, NUM_TRAIN = 4, 16, 64
 KILL_AT = 3  # process 1 dies when asked for the batch of step index 3
 TIMEOUT_S = 300  # per launch; a healthy launch takes ~20 s on 2 idle cores
+# The module fixture makes four launches, each bounded by TIMEOUT_S; the first
+# test that uses it is charged for them, so its bound is theirs, not
+# pyproject's 900 s a test.
+pytestmark = pytest.mark.timeout(5 * TIMEOUT_S)
 
 
 def _make_dataset(data_dir: str) -> None:
