@@ -1,12 +1,9 @@
-r"""The element-wise attention study (Baco China et al. 2023): its parts,
-per-run values, and the tables, plots and facts ``RESULTS.md.tmpl`` names
-(claims: ``claims.py``; checkpoint probes: ``probes.py``).
+r"""The element-wise attention study (Baco China et al. 2023) as data: its
+parts, per-run values, and the tables, plots and facts ``RESULTS.md.tmpl``
+names (checkpoint probes: ``probes.py``).
 
   python experiments/elementwise/report.py --workdir=workdirs/elementwise   # export + report
   python experiments/elementwise/report.py --from-csv experiments/elementwise/runs.csv
-
-A run "collapsed" when it diverged or its final test accuracy is at chance
-(< 15 %): the paper's "NaN" rows.
 """
 
 from __future__ import annotations
@@ -54,6 +51,7 @@ FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
                               "control_seeds=3"}
 
 
+# "Collapsed" (the paper's "NaN" rows): diverged, or at chance at the end.
 collapsed = studies.diverged_or_below("final/accuracy", CHANCE)
 
 

@@ -1,66 +1,34 @@
-r"""Element-wise attention study (Baco China et al. 2023): Table 1 + appendix.
+r"""Element-wise attention study: Table 1 and the appendix.
 
 Paper: Baco China & de Souza 2023, "Element-Wise Attention Layers: an option
-for optimization". Its recipe is small and is used at both scales: 10
-epochs, batch 4096 (Fashion-MNIST; 1024 for CIFAR-10), Adam lr 1e-3
-(default betas, constant), every weight N(0, 0.02), biases 0, categorical
-cross-entropy, pixels in [0, 1], no augmentation.
+for optimization". Its small recipe (10 epochs, batch 4096 or 1024 on
+CIFAR-10, Adam 1e-3 constant, N(0, 0.02) init, pixels in [0, 1], no
+augmentation) is used at both scales. Setup and budgets: RESULTS.md.
 
-Three parts (``part=``), as the models differ in their config sections (a
-sweep overrides leaves of one base config):
+Parts (``part=``; their models differ in their config sections):
+``models`` (default), Table 1's A-H (``PRESETS``), the appendix's single-head
+model and B without skip; ``control``, the VGG-like control; ``separate``,
+the appendix's separate optimizers (``ATTN_GROUP``) on B with and without
+skip. ``scale=full``: the paper's 10 epochs, 1 seed; ``dataset=cifar10``.
+The parts ``report.py`` declares and ``run.sh`` runs: RESULTS.md.
 
-* ``part=models`` (default): Table 1's attention models A-H (heads 8/16,
-  layers 2/4, BN after the conv on/off; ``head_groups`` as the model presets
-  to match the paper's parameter counts), the appendix's single-head model
-  (1 head, 2 layers, BN: the paper's "11,132" model) and model B without
-  the skip connection on the plain optimizer;
-* ``part=control``: the VGG-like control (929,510 parameters);
-* ``part=separate``: the appendix's separate optimizers (Adam lr 0.1 for
-  the attention weights ``x_weights``/``y_weights``, Adam 1e-3 for the rest)
-  on model B with and without the skip connection.
-
-Scales:
-
-* ``scale=reduced`` (default; this CPU): Fashion-MNIST, the paper's recipe
-  for ``epochs`` (default 1, i.e. 15 steps; the paper trains 10) x 2
-  seeds. Measured: a train step of model A at batch 4096 takes ~6 s on the
-  2-core CPU (XLA counts only 6.1 GFLOP, but the exp-heavy element-wise
-  backward is memory-bound on XLA:CPU), so the paper's 10 epochs x 3 seeds
-  would take ~25 CPU-hours for the 36 runs; 1 epoch x 2 seeds took 29
-  minutes with ``--parallel=2``; a 10-epoch run takes 5-25 minutes, an
-  attention-free one (``layers=0``) under a minute. The control (XLA: 4.4
-  TFLOP per train step of 4096) trains as many epochs as the attention
-  models, 1 seed, and runs only with ``CONTROL=1``: 1 epoch took 70
-  CPU-minutes, 42 minutes alone on 2 cores, ~12 GB. Its 1-step timing
-  runs (``control_epochs=0.05,control_seeds=3``), measured 2026-11-26 with
-  ``--parallel=1`` on a machine shared with two other trainings: 474-514
-  CPU core-seconds per run (compilation, the step and one test-set
-  evaluation), 12-14 minutes of wall time each, ~12 GB each (so
-  ``--parallel=2`` needs ~25 GB). ``lr=0.1`` (model B, 1 epoch): 88-93 s
-  a run with ``--parallel=1``.
-* ``scale=full``: as the paper; ``dataset=cifar10`` gives the CIFAR-10
-  runs (batch 1024); ``seeds`` default 1 (the paper reports single runs).
-
-``report.py``'s ``STUDY`` declares the parts run here (the 10-epoch
-subsets, the attention-free baseline, the control's timing runs) and
-``run.sh`` runs them (with the measured totals):
+Measured here (2 cores): a train step of model A takes ~6 s (XLA counts 6.1
+GFLOP; the exp-heavy backward is memory-bound on XLA:CPU). The control (4.4
+TFLOP per step) trains only with ``CONTROL=1``: 1 epoch took 70 CPU-minutes,
+42 minutes alone, ~12 GB; its 1-step runs (``control_epochs=0.05``) 474-514
+core-seconds and ~12 GB each (``--parallel=2`` needs ~25 GB).
 
   python -m softattn.sweep run experiments/elementwise/sweep.py:part=models \
       --workdir=workdirs/elementwise/models
   python experiments/elementwise/report.py --workdir=workdirs/elementwise
 
-Args (``sweep.py:<k>=<v>,...``): ``part``, ``scale``, ``dataset`` (full:
-fashion_mnist|cifar10), ``seeds``, ``epochs`` (reduced; full is 10),
-``control_epochs`` (reduced: default ``epochs``), ``control_seeds``;
-``variants`` (part=models: which of A-H, e.g. ``ABC``, or ``none`` for the
-extras alone), ``extras`` (part=models: also the single-head and no-skip
-models: ``true``, the default, both; ``single`` or ``noskip``, one;
-``false``, neither), ``skips`` (part=separate: ``both``, ``skip`` or
-``noskip``), ``layers`` (part=models: every model's number of attention
-layers; 0 = attention-free, the Dense head on the pixels; default -1, the
-presets'), ``noskip_seeds`` (part=models: seeds of the no-skip model, whose
-collapse, an event claim, needs 3; default ``seeds``), ``lr`` (Adam's
-learning rate on every weight; default the paper's 1e-3).
+Args: ``part``, ``scale``, ``dataset`` (full: fashion_mnist|cifar10),
+``seeds``, ``epochs`` (reduced: 1), ``control_epochs`` (default ``epochs``),
+``control_seeds``, ``lr`` (Adam's, every weight; 1e-3); part=models:
+``variants`` (letters of A-H, or ``none``), ``extras`` (``EXTRAS``),
+``layers`` (0 = attention-free; -1, the presets'), ``noskip_seeds`` (the
+no-skip model's collapse, an event claim, needs 3); part=separate:
+``skips`` (``SKIPS``).
 """
 
 from ml_collections import config_dict

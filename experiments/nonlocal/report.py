@@ -1,16 +1,11 @@
-r"""The scaled non-local study (Cho et al. 2022): its parts, probes and the
-tables, plots and facts ``RESULTS.md.tmpl`` names (runs: ``sweep.py``;
-claims: ``claims.py``).
+r"""The scaled non-local study (Cho et al. 2022) as data: its parts, probes
+and the tables, plots and facts ``RESULTS.md.tmpl`` names.
 
   python experiments/nonlocal/report.py --workdir=workdirs/nonlocal   # export + report
   python experiments/nonlocal/report.py --from-csv experiments/nonlocal/runs.csv
 
-Probes (at export; ``--no_probes`` skips them): memory, XLA's plan of one
-compiled train step (forward + backward) of the *full-scale* model
-(PreResNet-56, 32x32x3, batch 128) per heads and block, Table 3's trend
-without a GPU (cached in ``memory.json``); Fig. 1, the first NL block's
-sown attention weights on 4 test images from each 4-head run's checkpoint:
-the vertical-line statistic per run and the lowest seed's head-0 map.
+Probes run at export (``--no_probes`` skips them); ``memory.json`` caches
+the full-scale memory plans.
 """
 
 from __future__ import annotations
@@ -70,6 +65,8 @@ def vertical_line_ratio(weights) -> float:
 
 
 def probe(runs, cache_dir):
+  """Full-scale memory per run; Fig. 1's vertical-line ratio of the first
+  NL block on 4 test images, and the lowest seed's head-0 map."""
   mem = memory_table(os.path.join(cache_dir, "memory.json"))
   for r in runs:
     h = r.get(NL + "heads")

@@ -1,47 +1,24 @@
-r"""Scaled non-local study (Cho et al. 2022, "Rethinking Efficacy of Softmax
-for Lightweight Non-Local Neural Networks"): Tables 1-3 as one sweep, two
-scales.
+r"""Scaled non-local study: Tables 1-3 as one sweep, two scales.
 
-* ``scale=full`` (for a GPU/TPU user): PreResNet-56 on CIFAR-10 (or
-  ``dataset=cifar100``), 3 NL blocks with 4 heads in the second residual
-  stage, theta/phi/g/W_z 1x1 convs N(0, 0.01), 2-D sinusoidal position
-  encoding, no subsampling; SGD momentum 0.9, wd 1e-4, batch 128, lr 0.1 /10
-  at epochs 81 and 122, 164 epochs; pad-4 crop + flip; 10 seeds.
-* ``scale=reduced`` (default; this 2-core CPU): PreResNet-20 on Fashion-MNIST
-  resized to 16x16 (stage 2 at 8x8 = 64 positions, 32 channels), 3 NL
-  blocks with 4 heads (one after each of stage 2's 3 blocks), the same
-  recipe compressed to ``steps`` (300) steps of batch 64 (0.32 epoch) with
-  the /10 drops at 50% and 75% of the steps (the paper's 81/164, 122/164),
-  pad-2 crop + flip, 3 seeds. At 28x28 and batch 128 one step is 27.5
-  GFLOP (XLA's count), ~6 hours for the 51 runs on 2 cores; at 16x16 and
-  batch 64 it is 3.3-4.0 GFLOP (``flops_per_step`` in ``runs.csv``).
+Paper: Cho et al. 2022, "Rethinking Efficacy of Softmax for Lightweight
+Non-Local Neural Networks". Setup, budgets and costs: RESULTS.md.
 
-``subset=all`` (part ``main``): heads 0 (no NL block) and 1/2/4/8 for the
-NL (``softmax``) and scaled NL (``scaled``) blocks (Table 3), magnitude- /
-direction-only (Table 1) and He / sigma 0 init (Table 2) at 4 heads; the
-4-head base run (sigma 0.01) serves all three: 17 settings x 3 seeds.
-The focus parts (``report.py``; measured cost in ``run.sh``):
-
-* ``subset=init`` (``init_1ep``, at ``steps=940,seeds=4``, ~1 epoch):
-  Table 2's NL vs scaled NL x He vs sigma 0.01 at 4 heads;
-* ``subset=paper`` (``paper_defaults``): the paper's own setting where
-  ``all`` differs (its Table 1-2 base cells equal its 1-head Table 3 cells:
-  it runs them at 1 head, scaled NL with He): scaled NL with He at 1 and 2
-  heads, Table 1's modes and Table 2's inits at 1 head (9 settings);
-* ``subset=unscaled`` (``unscaled``; with ``size=32``, ``unscaled_32px``,
-  the paper's 16x16 stage-2 maps): Sec. 3.1's block without softmax and
-  without 1/sqrt(HW) (``UNSCALED``), 4 heads, He;
-* ``subset=embed`` (``embed_reduction``): Fig. 2's theta/phi/g embedding to
-  ``EMBED`` = 8 of stage 2's 32 channels, both blocks, 4 heads.
+The sweep (``subset=all``, part ``main``): heads 0 (no NL block) and
+``HEADS`` for the NL and scaled NL blocks (Table 3), ``MODES`` (Table 1)
+and ``INITS`` (Table 2) at 4 heads. The focus subsets (parts in
+``report.py``): ``init`` (Table 2 at ~1 epoch), ``paper`` (the paper's own
+setting: 1 head, scaled NL with He), ``unscaled`` (Sec. 3.1's block,
+``UNSCALED``), ``embed`` (Fig. 2's ``EMBED`` channels). ``scale=full``:
+PreResNet-56 on CIFAR, the paper's recipe, 10 seeds.
 
   python -m softattn.sweep run experiments/nonlocal/sweep.py --workdir=workdirs/nonlocal
   python experiments/nonlocal/report.py --workdir=workdirs/nonlocal
   python -m softattn.sweep launch experiments/nonlocal/sweep.py:scale=full --print ...
 
-Args (``sweep.py:<k>=<v>,...``): ``scale`` (reduced|full), ``dataset``
-(full: cifar10|cifar100), ``seeds`` (default 3 reduced / 10 full),
-``steps`` (reduced: 300), ``batch`` (reduced: 64), ``size`` (reduced image
-side: 16), ``depth`` (reduced 20 / full 56), ``subset`` (above).
+Args: ``scale`` (reduced|full), ``dataset`` (full: cifar10|cifar100),
+``seeds`` (3 reduced / 10 full), ``steps`` (reduced: 300), ``batch``
+(reduced: 64), ``size`` (reduced image side: 16), ``depth`` (20 reduced /
+56 full), ``subset`` (above).
 """
 
 from ml_collections import config_dict
@@ -63,6 +40,8 @@ EMBED = 8
 
 
 def _arg(arg):
+  # Reduced: 16x16 inputs (stage 2 at 8x8 = 64 positions); at 28x28 and
+  # batch 128 a step is 27.5 GFLOP, ~6 hours for `main` on 2 cores.
   a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
@@ -119,6 +98,7 @@ def get_config(arg=None):
     c.checkpoint_every = 3910
   else:
     c.total_steps = a.steps
+    # The paper's drops (epochs 81 and 122 of 164) at half and 3/4 of steps.
     c.schedule.boundaries = [a.steps // 2, 3 * a.steps // 4]
     c.log_every = max(a.steps // 20, 1)
     c.eval_every = a.steps

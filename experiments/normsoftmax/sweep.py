@@ -1,69 +1,29 @@
-r"""NormSoftmax study (Jiang et al. 2023): acceleration, robustness, variants, loss.
+r"""NormSoftmax study: acceleration, robustness, variants, loss.
 
 Paper: Jiang et al. 2023, "NormSoftmax: Normalize the Input of Softmax to
-Accelerate and Stabilize Training".
-Setup as below. Two parts (``part=``), because the loss
-study trains a different model:
+Accelerate and Stabilize Training". Setup, budgets and costs: RESULTS.md.
 
-* ``part=attention`` (default): a ViT with softmax / NSM(gamma=sqrt(d)) /
-  NSM(gamma=inf) attention (the NormSoftmax family drops the 1/sqrt(d)
-  scale, ``Normalizer.default_scale``):
+Parts (``part=``; the loss parts train a ResNet, not the ViT):
 
-  - Fig. 3a "acceleration": the three at several training budgets;
-  - Fig. 3b robustness: softmax and NSM-inf without weight decay;
-  - Table 1 variants at the longest budget: f1 (learnable w,
-    ``normsoftmax_learnable``), f2 (``normsoftmax_inverse(gamma=sqrt_d)``),
-    NSM gamma 1, sqrt(d)/2, 2 sqrt(d), LogitNorm (tau = n^-1/2);
-  - Figs. 2a/4 diagnostics: every run logs the per-layer std of the
-    softmax input and the attention entropy (``config.diagnostics``).
-
-* ``part=loss``: NormSoftmax in the cross-entropy loss
-  (``loss.name=normsoftmax_xent``, gamma 1 and inf) on a ResNet, and
-  ``part=loss_softmax`` its softmax cross-entropy baseline and
-  ``part=loss_logitnorm`` Table 4's LogitNorm cross-entropy
-  (``loss.name=normalized_xent``, ``loss.normalizer=logitnorm``, tau =
-  K^-1/2, untuned: the paper grid-searched it, value not given): separate
+* ``attention`` (default): ``MAIN`` (softmax, NSM gamma sqrt(d) and inf)
+  at several budgets (Fig. 3a), softmax and NSM-inf without weight decay
+  (Fig. 3b), Table 1's ``VARIANTS`` at the longest budget; every run logs
+  per-layer score std and attention entropy (Figs. 2a, 4).
+* ``loss``: the NSM cross-entropy, gamma 1 and inf; ``loss_softmax`` and
+  ``loss_logitnorm`` (Table 4's LogitNorm loss, tau untuned): separate
   parts because these losses take no ``gamma`` and a sweep cannot unset a
   field.
 
-Scales:
+``scale=full``: ``configs/cifar10_vit.py`` and ``configs/imagenet_resnet50.py``.
 
-* ``scale=full``: the paper's ViT on CIFAR-10 (``configs/cifar10_vit.py``:
-  256 wide, depth 8, 8 heads of 32, AdamW 1e-3 wd 0.1, batch 100, 5 warmup
-  epochs, label smoothing, mixup/cutmix, TrivialAugment, random erasing),
-  budgets 10/25/50/100 epochs (*inferred*: Fig. 3a's x-axis values are not
-  in the text), variants and no-wd at 100 epochs; loss part: ResNet-50 on
-  ImageNet (``configs/imagenet_resnet50.py``: SGDM batch 8192, lr 3.2, 5
-  warmup epochs) at 20/45/90/180 epochs. ``seeds`` default 1.
-* ``scale=reduced`` (default; this CPU): Fashion-MNIST. ViT width 64, depth
-  4, 4 heads of 16, patch 4 (49 tokens), batch 128, AdamW 1e-3 wd 0.1,
-  10 % warmup + cosine, label smoothing 0.1, no augmentation; budgets
-  50/100/200 steps x 3 seeds, no-wd at 200 x 3 seeds, variants at 200 x 2
-  seeds. Loss parts: PreResNet-20 on 16x16 images, batch 64, 150 steps, 3
-  seeds. Measured costs of every part: experiments/README.md.
-
-  python -m softattn.sweep run experiments/normsoftmax/sweep.py --workdir=workdirs/normsoftmax/attention
-  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss --workdir=workdirs/normsoftmax/loss
-  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_softmax --workdir=workdirs/normsoftmax/loss_softmax
-  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=loss_logitnorm --workdir=workdirs/normsoftmax/loss_logitnorm
+  python -m softattn.sweep run experiments/normsoftmax/sweep.py:part=<part> --workdir=workdirs/normsoftmax/<part>
   python experiments/normsoftmax/report.py --workdir=workdirs/normsoftmax
 
 Args: ``part``, ``scale``, ``seeds``, ``variant_seeds``; ``subset``:
-``all``; ``focus`` (reduced scale), one budget of ``steps``: for
-part=attention softmax, NSM-sqrt(d) and NSM-inf, for part=loss the NSM loss
-at one ``gamma`` (default inf), for part=loss_softmax and
-part=loss_logitnorm their loss; or, part=attention only, ``no_warmup`` /
-``sgdm``: Fig. 3b's optimization ablations beside weight decay, softmax
-and NSM-inf at the main sweep's longest budget (``ABLATIONS``).
-
-The focus parts ``report.py`` declares (``run.sh`` runs them) spend extra
-CPU where it can settle a claim: ``attention_1200``
-(``part=attention,subset=focus,steps=1200``: the three at 2.6 epochs x 3
-seeds); Table 4's four rows at a tenth of its 20 epochs
-(``subset=focus,steps=1875``, 2 epochs of batch 64 x 3 seeds, of
-part=loss, with ``gamma=1`` for nsm-1, loss_softmax and loss_logitnorm);
-``no_warmup`` and ``sgdm`` (x 3 seeds; 17 and 8 run-minutes of wall time,
-measured 2026-11-26 at ``--parallel=1`` on the shared 2-core machine).
+``all``; ``focus`` (reduced scale), one budget of ``steps``: ``MAIN`` for
+part=attention, the NSM loss at one ``gamma`` (default inf) for part=loss,
+their own loss for the other loss parts; or, part=attention only,
+``no_warmup`` / ``sgdm`` (``ABLATIONS``). The focus parts: ``report.py``.
 """
 
 from ml_collections import config_dict
@@ -117,7 +77,8 @@ def _arg(arg):
 
 
 def _budgets(a):
-  """(length field, values) of the acceleration sweep."""
+  """(length field, values) of the acceleration sweep (full, ViT:
+  *inferred*, Fig. 3a's x-axis values are not in the text)."""
   if a.part != "attention":
     return ("num_epochs", [20, 45, 90, 180]) if a.scale == "full" else \
         ("total_steps", [150])

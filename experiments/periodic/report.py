@@ -1,15 +1,8 @@
-r"""The periodic-softmax study (Wang et al. 2021): per-run values, the probe,
-and the tables, plots and facts ``RESULTS.md.tmpl`` names.
+r"""The periodic-softmax study (Wang et al. 2021) as data: its per-run
+values, probe, and the tables, plots and facts ``RESULTS.md.tmpl`` names.
 
   python experiments/periodic/report.py --workdir=workdirs/periodic   # export + report
   python experiments/periodic/report.py --from-csv experiments/periodic/runs.csv
-
-Per run: whether it broke down and at which step (the rule: the template's
-"Break-downs"), and the tail ratio of the normalizer's input. Probe (at
-export, 8 test images per finished run): the share of attention on the 12
-border tokens of the 4x4 token grid (Fig. 7; uniform: 0.75) and, for the
-lowest seed of softmax and sin_softmax at the deepest depth, the attention
-each token receives in the last block.
 """
 
 from __future__ import annotations
@@ -85,6 +78,8 @@ def border_share(weights: np.ndarray) -> float:
 
 
 def probe(runs, cache_dir):
+  """Fig. 7's border share on 8 test images per run; for the lowest seed of
+  SM and SIN at the deepest depth, the attention each token receives."""
   del cache_dir
   mapped = set()
   for r, weights in studies.probed_attention(runs, 8):

@@ -1,45 +1,22 @@
-r"""Periodic alternatives to softmax (Wang et al. 2021): the LeViT-style demo.
+r"""Periodic alternatives to softmax: the authors' LeViT-style demo.
 
 Paper: Wang et al. 2021, "Escaping the Gradient Vanishing: Periodic
 Alternatives of Softmax in Attention Mechanism", arXiv 2108.07153. Model:
-``softattn.models.levit_demo`` (stem of three stride-2 convs -> 16 tokens,
-pre-LN blocks with ReLU on q, k, v, weights ``f(q.k / sqrt(d_head))``, mean
-pool, linear head). Runs, every one logging per-layer diagnostics (input
-quantiles, saturated fraction |dw/ds| < 1e-3/n, attention entropy):
+``softattn.models.levit_demo``. Setup, budgets and costs: RESULTS.md.
 
-* Table 2: depth x {softmax, sin2_max_shifted, sin_softmax, siren_max} and
-  their pre-normalized versions (``prenorm(...)``, the paper's "norm-");
-* the break-down group at every depth, same seeds (an event claim needs runs
-  from 3 seeds): sin_max_constant, cos_max, sin2_max (they "break down in
-  the early stages") and prenorm(sin_max_constant), prenorm(cos_max)
-  (Sec. 4: "cannot be optimized by pre-normalization").
-
-Scales:
-
-* ``scale=full``: the authors' demo on CIFAR-100: width 512, 8 heads of 64,
-  MLP 1024, stem 32/128/512, depth 1/2/4/8; Adam (0.9, 0.999) with coupled
-  L2, constant lr, batch 32, 50 epochs; flip + mean/std normalisation. The
-  paper draws lr ~ 10^U(-5,-2) and wd ~ 10^U(-4,-2) by random search and
-  does not report the winners: ``lr`` (1e-4) and ``wd`` (1e-4) are
-  *inferred* defaults, to be searched. "Random rotation 90°" is read as
-  torchvision's ``RandomRotation(90)`` (a uniform angle in [-90°, 90°],
-  ``random_rotate(90)``; *inferred*): ``rotation=rot90`` gives the other
-  reading (a random quarter turn, ``random_rot90``), ``rotation=none``
-  leaves it out. 1 seed.
-* ``scale=reduced`` (default; this CPU): Fashion-MNIST 28x28x1 (the stem
-  gives 4x4 = 16 tokens as on CIFAR), width 128, 4 heads of 32, MLP 256,
-  stem 16/64/128, depth 1/2/4, batch 64, 300 steps, Adam lr 1e-3 wd 1e-4
-  (constant), flip; 3 seeds: 117 runs (XLA: 1.35 GFLOP per step at depth
-  1). Measured costs: ``run.sh`` and ``experiments/README.md``.
+The sweep: Table 2, depth x ``MAIN`` and their pre-normalized versions
+(the paper's "norm-"), and the break-down group (``BREAKDOWN``,
+``BREAKDOWN_PRENORM``) at every depth with the same seeds; every run logs
+per-layer diagnostics. ``scale=full``: the demo on CIFAR-100 (depth
+1/2/4/8, 50 epochs, 1 seed).
 
   python -m softattn.sweep run experiments/periodic/sweep.py --workdir=workdirs/periodic
   python experiments/periodic/report.py --workdir=workdirs/periodic
 
 Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
-``rotation`` (full: uniform|rot90|none), ``subset`` (``all``; ``focus``:
-``FOCUS`` at depth 4, the ``depth4_long`` part at ``steps=1500``;
-``breakdown``: ``BREAKDOWN_1EP`` at depth 1, the ``breakdown_1ep`` part at
-one epoch, ``steps=938``, the least reading of the paper's "early stages").
+``rotation`` (full: uniform|rot90|none), ``subset``: ``all``; ``focus``,
+``FOCUS`` at depth 4 (part ``depth4_long``); ``breakdown``,
+``BREAKDOWN_1EP`` at depth 1 (part ``breakdown_1ep``).
 """
 
 from ml_collections import config_dict
@@ -59,7 +36,9 @@ FOCUS = ["softmax", "sin_softmax", "sin2_max_shifted"]
 BREAKDOWN_1EP = ["sin_max_constant", "cos_max", "sin2_max", "siren_max",
                  "prenorm(siren_max)", *BREAKDOWN_PRENORM, "softmax",
                  "sin_softmax"]
-# Readings of the paper's "random rotation 90°" (full scale only).
+# Readings of the paper's "random rotation 90°" (full scale only): uniform
+# in [-90°, 90°] as torchvision's RandomRotation(90) (*inferred*), a random
+# quarter turn, or none.
 ROTATIONS = {"uniform": "random_rotate(90)|", "rot90": "random_rot90|",
              "none": ""}
 
@@ -81,6 +60,8 @@ def _arg(arg):
                      f"{', '.join(ROTATIONS)}")
   full = a.scale == "full"
   a.seeds = a.seeds or (1 if full else 3)
+  # Full: the paper random-searches lr and wd and reports no winner, so
+  # these are *inferred* defaults, to be searched.
   a.lr = a.lr or (1e-4 if full else 1e-3)
   return a
 

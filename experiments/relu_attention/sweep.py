@@ -1,49 +1,22 @@
-r"""ReLU-attention study (Wortsman et al. 2023): phi = n^-alpha h(s) vs softmax.
+r"""ReLU-attention study: phi = n^-alpha h(s) in place of softmax.
 
 Paper: Wortsman et al. 2023, "Replacing softmax with ReLU in Vision
-Transformers", arXiv 2309.08586.
-Setup as below. Runs (all with qk-LayerNorm unless said):
+Transformers", arXiv 2309.08586. Setup, budgets and costs: RESULTS.md.
 
-* Fig. 2: alpha in {0, 0.25, 0.5, 0.75, 1} x h in {relu, relu2, gelu,
-  softplus, identity, sigmoid, relu6} (``relu_seqlen(alpha=a, act=h)``,
-  the caption's set) and ``softmax``, at two model sizes, seed 0;
-* extra seeds 1, 2 for softmax and for relu and identity at alpha 0, 0.5
-  and 1 (``SEEDED``) at both sizes, so that the main comparisons -- alpha,
-  "removing the activation hurts", relu/n vs softmax -- have 3 seeds; and
-  for the other activations at alpha 1 (``AT_ALPHA_1``), so that Fig. 2's
-  "no clear best non-linearity at alpha ~ 1" has 3 seeds too;
-* Fig. 3: without qk-LayerNorm, softmax, relu/n and relu2/n, small size,
-  3 seeds;
-* Fig. 4: with the gated attention unit, relu and relu2 (the figure's two)
-  at alpha 0 and 1, small size, 3 seeds;
-* every run logs XLA's FLOPs per train step and its CPU core-seconds
-  (``status.json``) for the accuracy-vs-compute plot, and a 10-shot linear
-  probe on frozen pre-logits at the end (``config.fewshot``).
-
-Scales:
-
-* ``scale=full``: big_vision's i21k ViT recipe (``configs/i21k_vit.py``:
-  30 epochs, batch 4096, Adam with bf16 first moment, lr 1e-3, wd 1e-4,
-  10k warmup, cosine, clip 1, sigmoid xent, head bias -10, qk-LN on) for
-  S/32 and S/16, h in the paper's set, 1 seed. i1k accuracy of i21k models
-  and the 8-dataset 10-shot probe need those datasets prepared (see
-  docs/data.md) and are configured in ``configs/i21k_vit.py``.
-* ``scale=reduced`` (default; this CPU): Fashion-MNIST, ViT patch 4 (49
-  tokens), sizes width 32 depth 2 (2 heads) and width 64 depth 2 (4 heads),
-  200 steps of batch 128 with the quickstart's AdamW recipe; 10-shot probe
-  on Fashion-MNIST itself (2,000 train / 2,000 test images, 3 draws): 141
-  runs with the extra seeds (XLA: 1.28 GFLOP per step for the small size).
-  Measured costs of every part, by session: experiments/README.md.
+The sweep (qk-LayerNorm on unless said): Fig. 2's ``ALPHAS`` x ``ACTS``
+grid and softmax at both ``SIZES``, seed 0; seeds 1.. for ``SEEDED`` and
+``AT_ALPHA_1``; Fig. 3 (qk-LayerNorm off) and Fig. 4 (gated) on the small
+size. Every run logs FLOPs and core-seconds and ends with a 10-shot probe
+(``config.fewshot``). ``scale=full``: the Fig. 2 grid on big_vision's i21k
+recipe (``configs/i21k_vit.py``) for ``FULL_VARIANTS``.
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
 
-Args: ``scale``, ``steps`` (reduced, 200), ``seeds`` (extra-seed runs, 3),
-``subset``: ``all``; ``focus``, the ``SEEDED`` normalizers on the medium
-model only (``report.py``'s ``medium_1000`` part: ``steps=1000``, 5x the
-budget); or ``speed``, relu/n and relu6/n at alpha 1 on both sizes, so
-that their core-seconds come from one session (``speed_relu6``: relu6/n's
-``main`` runs were made in a later session than relu/n's).
+Args: ``scale`` (reduced|full), ``steps`` (reduced: 200), ``seeds`` (3),
+``subset``: ``all``; ``focus``, ``SEEDED`` on the medium size (part
+``medium_1000``); ``speed``, relu/n and relu6/n at alpha 1 on both sizes
+in one session (part ``speed_relu6``).
 """
 
 from softattn import configlib
