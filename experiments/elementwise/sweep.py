@@ -31,11 +31,9 @@ no-skip model's collapse, an event claim, needs 3); part=separate:
 ``skips`` (``SKIPS``).
 """
 
-from ml_collections import config_dict
-
 from softattn import configlib
 from softattn.models.elementwise import PRESETS
-from softattn.sweep import grid
+from softattn.sweep import declaration, grid
 
 PARTS = ("models", "control", "separate")
 VARIANTS = list("ABCDEFGH")
@@ -86,17 +84,11 @@ def _arg(arg):
 
 def get_config(arg=None):
   a = _arg(arg)
-  c = configlib.default_config()
-  c.num_epochs = float(a.epochs)
-  c.data.name = a.dataset if a.scale == "full" else "fashion_mnist"
-  c.batch_size = 1024 if c.data.name == "cifar10" else 4096
-  c.data.data_dir = config_dict.placeholder(str)
-  c.data.train_split = "train"
-  c.data.eval_split = "test"
-  c.data.pp_train = "value_range(0, 1)"   # torchvision ToTensor()
-  c.data.pp_eval = "value_range(0, 1)"
-  c.data.shuffle_buffer = 60_000
-  c.data.cache = True
+  data = a.dataset if a.scale == "full" else "fashion_mnist"
+  c = declaration.image_config(   # pixels in [0, 1], as torchvision ToTensor()
+      data, "value_range(0, 1)", "value_range(0, 1)", shuffle_buffer=60_000,
+      num_epochs=float(a.epochs),
+      batch_size=1024 if data == "cifar10" else 4096)
 
   if a.part == "control":
     c.model_name = "vgg_control"

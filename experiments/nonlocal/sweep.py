@@ -21,10 +21,8 @@ Args: ``scale`` (reduced|full), ``dataset`` (full: cifar10|cifar100),
 56 full), ``subset`` (above).
 """
 
-from ml_collections import config_dict
-
 from softattn import configlib
-from softattn.sweep import grid
+from softattn.sweep import declaration, grid
 
 BLOCKS = ["softmax", "scaled"]          # NL block, scaled NL block
 HEADS = [1, 2, 4, 8]                    # + 0 (no NL block), declared once
@@ -60,18 +58,13 @@ def _arg(arg):
 def get_config(arg=None):
   a = _arg(arg)
   full = a.scale == "full"
-  c = configlib.default_config()
-  c.batch_size = 128 if full else a.batch
-  c.data.name = a.dataset if full else "fashion_mnist"
-  c.data.data_dir = config_dict.placeholder(str)
-  c.data.train_split = "train"
-  c.data.eval_split = "test"
   resize = "" if full else f"resize({a.size})|"
   crop = 4 if full else 2
-  c.data.pp_train = f"{resize}flip_lr|pad_and_crop({crop})|value_range(-1, 1)"
-  c.data.pp_eval = f"{resize}value_range(-1, 1)"
-  c.data.shuffle_buffer = 50_000 if full else 10_000
-  c.data.cache = True
+  c = declaration.image_config(
+      a.dataset if full else "fashion_mnist",
+      f"{resize}flip_lr|pad_and_crop({crop})|value_range(-1, 1)",
+      f"{resize}value_range(-1, 1)", shuffle_buffer=50_000 if full else 10_000,
+      batch_size=128 if full else a.batch)
 
   c.model_name = "preresnet"
   c.model.depth = a.depth

@@ -26,8 +26,6 @@ their own loss for the other loss parts; or, part=attention only,
 ``no_warmup`` / ``sgdm`` (``ABLATIONS``). The focus parts: ``report.py``.
 """
 
-from ml_collections import config_dict
-
 from softattn import configlib
 from softattn.sweep import declaration, grid
 
@@ -102,16 +100,10 @@ def _reduced_vit():
 
 
 def _reduced_resnet():
-  c = configlib.default_config()
-  c.total_steps = 150
-  c.batch_size = 64
-  c.data.name = "fashion_mnist"
-  c.data.data_dir = config_dict.placeholder(str)
-  c.data.train_split, c.data.eval_split = "train", "test"
-  c.data.pp_train = "resize(16)|flip_lr|value_range(-1, 1)"
-  c.data.pp_eval = "resize(16)|value_range(-1, 1)"
-  c.data.shuffle_buffer = 10_000
-  c.data.cache = True
+  c = declaration.image_config(
+      "fashion_mnist", "resize(16)|flip_lr|value_range(-1, 1)",
+      "resize(16)|value_range(-1, 1)", shuffle_buffer=10_000, total_steps=150,
+      batch_size=64)
   c.model_name = "preresnet"
   c.model.depth = 20
   c.optimizer.name = "sgd"

@@ -19,10 +19,8 @@ Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
 ``BREAKDOWN_1EP`` at depth 1 (part ``breakdown_1ep``).
 """
 
-from ml_collections import config_dict
-
 from softattn import configlib
-from softattn.sweep import grid
+from softattn.sweep import declaration, grid
 
 MAIN = ["softmax", "sin2_max_shifted", "sin_softmax", "siren_max"]
 BREAKDOWN = ["sin_max_constant", "cos_max", "sin2_max"]
@@ -73,25 +71,17 @@ def depths(a):
 def get_config(arg=None):
   a = _arg(arg)
   full = a.scale == "full"
-  c = configlib.default_config()
-  c.data.name = "cifar100" if full else "fashion_mnist"
-  c.data.data_dir = config_dict.placeholder(str)
-  c.data.train_split, c.data.eval_split = "train", "test"
   if full:
     norm = ("standardize((0.5071, 0.4865, 0.4409), "
             "(0.2673, 0.2564, 0.2762))")
-    c.data.pp_train = (f"{ROTATIONS[a.rotation]}flip_lr|value_range(0, 1)|"
-                       f"{norm}")
-    c.data.pp_eval = f"value_range(0, 1)|{norm}"
-    c.num_epochs = 50.0
-    c.batch_size = 32
+    c = declaration.image_config(
+        "cifar100", f"{ROTATIONS[a.rotation]}flip_lr|value_range(0, 1)|{norm}",
+        f"value_range(0, 1)|{norm}", shuffle_buffer=50_000, num_epochs=50.0,
+        batch_size=32)
   else:
-    c.data.pp_train = "flip_lr|value_range(-1, 1)"
-    c.data.pp_eval = "value_range(-1, 1)"
-    c.total_steps = a.steps
-    c.batch_size = 64
-  c.data.shuffle_buffer = 50_000 if full else 10_000
-  c.data.cache = True
+    c = declaration.image_config(
+        "fashion_mnist", "flip_lr|value_range(-1, 1)", "value_range(-1, 1)",
+        shuffle_buffer=10_000, total_steps=a.steps, batch_size=64)
 
   c.model_name = "levit_demo"
   c.model.depth = 1

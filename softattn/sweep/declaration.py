@@ -32,6 +32,7 @@ import os
 from typing import Any, Sequence
 
 import ml_collections
+from ml_collections import config_dict
 from ml_collections.config_flags import config_path as cfg_path
 
 from softattn import configlib
@@ -121,6 +122,22 @@ def config_from_file(path: str, arg: str | None = None, *,
     path = os.path.join(os.path.dirname(os.path.abspath(relative_to)), path)
   return _call(_load_module(path).get_config, arg)
 
+
+def image_config(dataset: str, pp_train: str, pp_eval: str, *,
+                 shuffle_buffer: int, **fields) -> ml_collections.ConfigDict:
+  """``default_config()`` on the TFDS image dataset ``dataset`` (splits
+  train / test, cached, ``data_dir`` left to TFDS), with the top-level
+  ``fields`` set: the base of a sweep config built by hand."""
+  c = configlib.default_config()
+  c.data.name = dataset
+  c.data.data_dir = config_dict.placeholder(str)
+  c.data.train_split, c.data.eval_split = "train", "test"
+  c.data.pp_train, c.data.pp_eval = pp_train, pp_eval
+  c.data.shuffle_buffer = shuffle_buffer
+  c.data.cache = True
+  for k, v in fields.items():
+    c[k] = v
+  return c
 
 
 def select_all(sweeps: Sequence[Sweep], patterns: Sequence[str]
