@@ -257,9 +257,8 @@ STUDY = studies.Study(
             "layer_grads_zero": layer_grads_zero,
             "params": lambda run: float(studies.model_params(run.config))},
     series=("train/accuracy", "train/loss", "eval/accuracy"),
-    probe=_probes.record, claims=claims.CLAIMS,
-    template=os.path.join(HERE, "RESULTS.md.tmpl"),
-    tables=TABLES, plots=PLOTS, facts=FACTS)
+    probe=_probes.record, claims=claims.CLAIMS, tables=TABLES, plots=PLOTS,
+    facts=FACTS)
 
 
 if __name__ == "__main__":

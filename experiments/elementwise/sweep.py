@@ -52,8 +52,8 @@ def _arg(arg):
                           control_epochs=0.0, control_seeds=0,
                           variants="".join(VARIANTS), extras="true",
                           skips="both", layers=-1, noskip_seeds=0, lr=1e-3)
-  if a.part not in PARTS:
-    raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
+  declaration.check_choices(a, part=PARTS, skips=SKIPS,
+                            scale=declaration.SCALES)
   if a.extras not in EXTRAS:
     raise ValueError(f"extras={a.extras!r}; use one of {', '.join(EXTRAS)}")
   a.variants = "" if a.variants == "none" else a.variants
@@ -62,14 +62,10 @@ def _arg(arg):
     raise ValueError(f"variants={a.variants!r}; use letters of "
                      f"{''.join(VARIANTS)}, e.g. variants=ABC (or "
                      "variants=none with extras=single or noskip)")
-  if a.skips not in SKIPS:
-    raise ValueError(f"skips={a.skips!r}; use one of {', '.join(SKIPS)}")
   if a.layers >= 0 and a.part != "models":
     raise ValueError("layers= applies to part=models only")
   if not a.lr > 0:
     raise ValueError(f"lr={a.lr}; use a positive learning rate, e.g. lr=0.1")
-  if a.scale not in ("reduced", "full"):
-    raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   full = a.scale == "full"
   a.seeds = a.seeds or (1 if full else 2)
   a.noskip_seeds = a.noskip_seeds or a.seeds

@@ -217,11 +217,9 @@ STUDY = studies.Study(
         claims.EMBED_PART: "subset=embed"},
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": studies.step_ms},
-    probe=probe, claims=claims.CLAIMS,
-    template=os.path.join(HERE, "RESULTS.md.tmpl"), tables=TABLES,
-    plots=PLOTS, facts={"settings_agree": _settings_agree,
-                        "sigma0_same.h1": _sigma0_same(1),
-                        "sigma0_same.h4": _sigma0_same(4)})
+    probe=probe, claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts={
+        "settings_agree": _settings_agree, "sigma0_same.h1": _sigma0_same(1),
+        "sigma0_same.h4": _sigma0_same(4)})
 
 
 if __name__ == "__main__":

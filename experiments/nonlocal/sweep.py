@@ -43,11 +43,9 @@ def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
-  if a.subset not in ("all", "init", "paper", "unscaled", "embed"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=init, "
-                     "subset=paper, subset=unscaled or subset=embed")
-  if a.scale not in ("reduced", "full"):
-    raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
+  declaration.check_choices(
+      a, subset=("all", "init", "paper", "unscaled", "embed"),
+      scale=declaration.SCALES)
   if not a.seeds:
     a.seeds = 10 if a.scale == "full" else 3
   if not a.depth:

@@ -175,8 +175,7 @@ STUDY = studies.Study(
                 2),
             "std_depth_order": std_depth_order, "step_ms": studies.step_ms},
     series=("train/diag/*score_std", "train/diag/*attn_entropy"),
-    claims=claims.CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
-    tables=TABLES, plots=PLOTS, facts=FACTS)
+    claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts=FACTS)
 
 
 if __name__ == "__main__":

@@ -50,16 +50,11 @@ def _arg(arg):
   a = configlib.parse_arg(arg, part="attention", scale="reduced", seeds=0,
                           variant_seeds=0, subset="all", steps=1200,
                           gamma=float("inf"))
-  if a.subset not in ("all", "focus", *ABLATIONS):
-    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=focus, "
-                     "subset=no_warmup or subset=sgdm")
+  declaration.check_choices(a, subset=("all", "focus", *ABLATIONS),
+                            part=PARTS, scale=declaration.SCALES)
   if a.subset in ABLATIONS and a.part != "attention":
     raise ValueError(f"subset={a.subset} ablates the ViT's recipe; use "
                      "part=attention")
-  if a.part not in PARTS:
-    raise ValueError(f"part={a.part!r}; use one of {', '.join(PARTS)}")
-  if a.scale not in ("reduced", "full"):
-    raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
   if a.subset == "focus" and a.scale == "full":
     raise ValueError("subset=focus runs one reduced-scale budget of steps=; "
                      "use scale=reduced")

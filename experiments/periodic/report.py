@@ -218,8 +218,7 @@ STUDY = studies.Study(
             "lgrad_q50": studies.per_layer("lgrad_q50"),
             "score_tail_ratio": score_tail_ratio},
     series=("train/accuracy", "train/diag/*"), probe=probe,
-    claims=claims.CLAIMS, template=os.path.join(HERE, "RESULTS.md.tmpl"),
-    tables=TABLES, plots=PLOTS, facts=FACTS)
+    claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts=FACTS)
 
 
 if __name__ == "__main__":

@@ -48,14 +48,8 @@ def prenorm(name):
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", seeds=0, steps=300, lr=0.0,
                           wd=1e-4, rotation="uniform", subset="all")
-  if a.subset not in ("all", "focus", "breakdown"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all, focus or "
-                     "breakdown")
-  if a.scale not in ("reduced", "full"):
-    raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
-  if a.rotation not in ROTATIONS:
-    raise ValueError(f"rotation={a.rotation!r}; use one of "
-                     f"{', '.join(ROTATIONS)}")
+  declaration.check_choices(a, subset=("all", "focus", "breakdown"),
+                            scale=declaration.SCALES, rotation=ROTATIONS)
   full = a.scale == "full"
   a.seeds = a.seeds or (1 if full else 3)
   # Full: the paper random-searches lr and wd and reports no winner, so

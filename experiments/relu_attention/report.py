@@ -147,8 +147,7 @@ STUDY = studies.Study(
            claims.SPEED_PART: "subset=speed"},
     fields=("model.normalizer", "model.width", "model.qk_layernorm",
             "model.gated"),
-    values={"train_flops": train_flops}, claims=claims.CLAIMS,
-    template=os.path.join(HERE, "RESULTS.md.tmpl"), tables=TABLES,
+    values={"train_flops": train_flops}, claims=claims.CLAIMS, tables=TABLES,
     plots=PLOTS, facts=FACTS)
 
 

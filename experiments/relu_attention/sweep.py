@@ -44,11 +44,8 @@ AT_ALPHA_1 = [relu_n(1.0, h) for h in ACTS if h not in ("relu", "identity")]
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", steps=200, seeds=3,
                           subset="all")
-  if a.subset not in ("all", "focus", "speed"):
-    raise ValueError(f"subset={a.subset!r}; use subset=all, subset=focus or "
-                     "subset=speed")
-  if a.scale not in ("reduced", "full"):
-    raise ValueError(f"scale={a.scale!r}; use scale=reduced or scale=full")
+  declaration.check_choices(a, subset=("all", "focus", "speed"),
+                            scale=declaration.SCALES)
   return a
 
 

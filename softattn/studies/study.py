@@ -47,8 +47,8 @@ class Study:
       dataclasses.field(default_factory=dict)
   series: Sequence[str] = ()
   probe: Callable[[Sequence[Run], str], None] | None = None
-  # The hand-written RESULTS.md template, the tables, plots and facts it
-  # names.
+  # The hand-written RESULTS.md template (default: RESULTS.md.tmpl beside
+  # ``spec``), the tables, plots and facts it names.
   template: str = ""
   tables: Mapping[str, render.Table] = dataclasses.field(default_factory=dict)
   plots: Mapping[str, plotspec.Plot] = dataclasses.field(default_factory=dict)
@@ -58,6 +58,10 @@ class Study:
   # A fact: a function of (runs, verdicts), a cell (``render.Cell``,
   # ``Ratio``, ``Span``, ...: anything with ``text(runs)``) or a string.
   facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    self.template = self.template or os.path.abspath(os.path.join(
+        os.path.dirname(self.spec), "RESULTS.md.tmpl"))
 
   def all_parts(self) -> dict[str, str]:
     """Every part the report reads (``optional`` ones run only on request,
@@ -132,7 +136,7 @@ def report(study: Study, csv_path: str, out: str, *,
   return [path] + [f for f in files.values() if f]
 
 
-def main(study: Study, argv=None, add_args: Callable | None = None) -> int:
+def main(study: Study, argv=None) -> int:
   """The command line of every ``report.py`` (see the module docstring)."""
   here = f"experiments/{study.name}"
   p = argparse.ArgumentParser(description=study.title)

@@ -123,6 +123,20 @@ def config_from_file(path: str, arg: str | None = None, *,
   return _call(_load_module(path).get_config, arg)
 
 
+# The scales every study's sweep config takes (``scale=``).
+SCALES = ("reduced", "full")
+
+
+def check_choices(args, **choices) -> None:
+  """Raises ``ValueError`` naming the valid values when a sweep config's
+  arg ``args.<k>`` is not one of ``choices[k]``."""
+  for k, valid in choices.items():
+    if args[k] not in valid:
+      *rest, last = [f"{k}={v}" for v in valid]
+      raise ValueError(f"{k}={args[k]!r}; use " +
+                       (", ".join(rest) + " or " if rest else "") + last)
+
+
 def image_config(dataset: str, pp_train: str, pp_eval: str, *,
                  shuffle_buffer: int, **fields) -> ml_collections.ConfigDict:
   """``default_config()`` on the TFDS image dataset ``dataset`` (splits
