@@ -222,3 +222,18 @@ def test_launch_warns_about_multihost_for_single_host_configs(tmp_path, capsys):
   lines = out.strip().splitlines()
   assert len(lines) == 3 and not lines[1].startswith("#")
   assert all("--config.multihost=true" in l for l in lines[1:])
+
+
+def test_check_choices_and_image_config():
+  from softattn import configlib  # pylint: disable=g-import-not-at-top
+  a = configlib.parse_arg("scale=big", scale="reduced", part="x")
+  declaration.check_choices(a, part=("x",))
+  with pytest.raises(ValueError, match="use scale=reduced or scale=full"):
+    declaration.check_choices(a, part=("x",), scale=declaration.SCALES)
+  c = declaration.image_config("fashion_mnist", "flip_lr", "value_range(0, 1)",
+                               shuffle_buffer=10, batch_size=64)
+  configlib.check_keys(c)
+  assert (c.data.name, c.data.train_split, c.data.eval_split, c.data.cache,
+          c.data.data_dir, c.batch_size) == ("fashion_mnist", "train", "test",
+                                             True, None, 64)
+  c.data.data_dir = "../shared/tfds"   # a placeholder: typed, settable
