@@ -28,10 +28,6 @@ from softattn.nn import MultiHeadAttention
 
 B, H, D = 2, 2, 8
 BLOCK = 16
-# Compile the small test programs with XLA:CPU's cheap settings (~40% less
-# compile time; the numerics are the same ops).
-FAST_COMPILE = dict(xla_backend_optimization_level=0,
-                    xla_llvm_disable_expensive_passes=True)
 
 # Every normalizer whose mode the kernels fuse, with array parameters where a
 # layer would learn them (per head: [H, 1, 1]), so their cotangents are tested.
@@ -129,8 +125,7 @@ def _run(impl, name, case, dtype, d=D):
     return jnp.sum(jnp.cos(out.astype(jnp.float32))), out
 
   fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3), has_aux=True))
-  (_, out), grads = fn.lower(q, k, v, params).compile(FAST_COMPILE)(
-      q, k, v, params)
+  (_, out), grads = fn(q, k, v, params)
   flat = [out] + list(grads[:3]) + [grads[3][k_] for k_ in sorted(params)]
   return [np.asarray(x, np.float32) for x in flat]
 
