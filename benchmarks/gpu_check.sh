@@ -8,13 +8,20 @@
 #    `implementation="pallas"` compiles the Triton kernels and runs them
 #    (off a GPU the same tests run the kernel bodies in the interpreter);
 # 3. gpu_kernels.{log,json}: benchmarks/gpu_kernels.py, the timings;
-# 4. tests_core.log: the normalizer and attention tests with XLA:GPU as the
+# 4. gpu_sweep.{log,json}: the same benchmark over Triton launch parameters
+#    (num_warps, num_stages) for the pallas kernels, SWEEP_ARGS (default:
+#    relu_seqlen and softmax at L = 4096, six pairs, the rule's (8, 2) among
+#    them, so the rule is timed in the same run);
+# 5. tests_core.log: the normalizer and attention tests with XLA:GPU as the
 #    backend (the dense and chunked paths, f32 against float64 references).
 #
 # Each stage has a wall-clock cap in seconds (KERNEL_TESTS_S, BENCH_S,
-# CORE_TESTS_S), so a short machine lease gets back what finished; the
-# benchmark rewrites its JSON after every row. BENCH_ARGS passes arguments
-# to the benchmark (default: its own grid at 10 samples per entry).
+# SWEEP_S, CORE_TESTS_S), so a short machine lease gets back what finished;
+# the benchmark rewrites its JSON after every row. BENCH_ARGS passes
+# arguments to the benchmark (default: its own grid at 10 samples per
+# entry). The tests compile as the suite does (tests/conftest.py: XLA's
+# backend optimizations off; the Triton kernels are compiled by Triton
+# either way); the benchmark compiles as a user's program does.
 set -u
 out=${1:-/tmp/softattn_gpu_check}
 mkdir -p "$out"
@@ -42,6 +49,13 @@ echo "== benchmark (cap ${BENCH_S:-240} s)"
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
 timeout "${BENCH_S:-240}" "$py" benchmarks/gpu_kernels.py --iters 10 \
   --out "$out/gpu_kernels.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/gpu_kernels.log" | tail -40
+
+echo "== launch sweep (cap ${SWEEP_S:-120} s)"
+# shellcheck disable=SC2086  # SWEEP_ARGS is a list of arguments
+timeout "${SWEEP_S:-120}" "$py" benchmarks/gpu_kernels.py --out "$out/gpu_sweep.json" \
+  ${SWEEP_ARGS:---impls pallas --normalizers relu_seqlen softmax --lengths 4096 \
+    --iters 10 --launches 8 2 4 2 4 3 8 3 4 4 8 4} \
+  2>&1 | tee "$out/gpu_sweep.log" | tail -20
 
 echo "== core tests on XLA:GPU (cap ${CORE_TESTS_S:-150} s)"
 timeout "${CORE_TESTS_S:-150}" "$py" -m pytest -q -p no:cacheprovider \

@@ -14,27 +14,39 @@ bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
 * ``cudnn``: ``jax.nn.dot_product_attention(..., implementation="cudnn")``,
   softmax only (the reference the issue's target is stated against:
   relu_seqlen and sigmoid fused at >= 1.1x cuDNN softmax's forward speed at
-  L >= 4096, FlashSigmoid's claim on H100).
+  L >= 4096, FlashSigmoid's claim on H100);
+* ``mgpu``: jax's own Mosaic GPU softmax attention for Hopper
+  (``jax.experimental.pallas.ops.gpu.attention_mgpu``, an example kernel
+  jax ships, not part of softattn), softmax only, q pre-scaled by
+  ``1/sqrt(D)`` as it applies no scale, and given float16 (its kernel keeps
+  float16 buffers; the casts of the bf16 inputs, exact for these values, are
+  in its time): what Pallas' Mosaic GPU lowering reaches on the chip, the
+  yardstick for porting the Triton kernels to it. It takes lengths that are
+  multiples of 128 only.
 
-Each entry is the median over ``--iters`` samples after two warm-up calls,
-in milliseconds. One sample is ``n`` calls issued back to back and waited
-for once, divided by ``n`` (``n`` makes a sample last about 5 ms), so at
-short lengths the time is the GPU's and not the host's dispatch of one
-call. A configuration that fails (out of memory: dense at long L) prints
-its exception's class. The forward's rate in TFLOP/s counts the two
-matmuls, ``4 B H L^2 D`` (no causal saving). Each forward is also checked:
-``fwd rel err`` is ``||out - ref|| / ||ref||`` against the float32 forward
-on the chunked path from the same inputs (bf16 rounding gives ~2e-3), and
-``grad rel err`` the worst of dQ, dK and dV of ``sum(out * g)`` (a fixed
-random ``g``) against the same reference, so a fast but wrong kernel shows
-in the table. Prints a table and writes JSON
-to ``--out`` after every row, so a run cut short keeps what it measured.
-Without a GPU it refuses with one line.
-"""
+``--launches W S [W S ...]`` times the pallas kernels under each Triton
+``num_warps``/``num_stages`` pair in turn instead of
+``gpu_tile.compiler_params``' rule (a sweep; each row records its pair).
+
+Each entry is the median over ``--iters`` samples after two warm-up calls, in
+milliseconds. One sample is ``n`` calls issued back to back and waited for
+once, divided by ``n`` (``n`` makes a sample last about 5 ms), so at short
+lengths the time is the GPU's and not the host's dispatch of one call. A
+configuration that fails (out of memory: dense at long L) prints its
+exception's class (the JSON keeps the message's start). The forward's rate in
+TFLOP/s counts the two matmuls, ``4 B H L^2 D`` (no causal saving). Each
+forward is also checked: ``fwd rel err`` is ``||out - ref|| / ||ref||`` against
+the float32 forward on the chunked path from the same inputs (bf16 rounding
+gives ~2e-3), and ``grad rel err`` the worst of dQ, dK and dV of
+``sum(out * g)`` (a fixed random ``g``) against the same reference, so a fast
+but wrong kernel shows in the table. Prints a table and writes JSON to
+``--out`` after every row, so a run cut short keeps what it measured. Without
+a GPU it refuses with one line."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import statistics
@@ -45,22 +57,51 @@ import jax
 import jaxlib
 import jax.numpy as jnp
 
+from jax.experimental.pallas import triton as plgpu
+
 from softattn import dot_product_attention
+from softattn.pallas import gpu_tile
 
 LENGTHS = (196, 576, 1024, 4096, 16384)
 NORMALIZERS = ("relu_seqlen", "sigmoid", "softmax")
 IMPLS = ("pallas", "dense", "chunked")
+SOFTMAX_ONLY = ("cudnn", "mgpu")  # other kernels, timed for softmax alone
 
 
 def _fn(normalizer, impl, blocks=(None, None)):
   if impl == "cudnn":
     return lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, implementation="cudnn")
+  if impl == "mgpu":
+    from jax.experimental.pallas.ops.gpu import attention_mgpu as mgpu
+    bwd = dict(block_q_dkv=64, block_kv_dkv=64, block_q_dq=64,
+               block_kv_dq=64)  # its backward needs all four
+    cfg = mgpu.TuningConfig(block_q=64, block_kv=128, max_concurrent_steps=2,
+                            **bwd)
+    def f16(x):  # bf16 -> f16 is exact for these inputs' range
+      return x.astype(jnp.float16)
+    def scaled(q):
+      return q * jnp.asarray(q.shape[-1] ** -0.5, q.dtype)
+    return lambda q, k, v: mgpu.attention(f16(scaled(q)), f16(k), f16(v), cfg)
   kw = {}
   if impl == "pallas":  # the GPU block rule unless overridden (--blocks)
     kw = dict(query_chunk_size=blocks[0], chunk_size=blocks[1])
   return lambda q, k, v: dot_product_attention(
       q, k, v, normalizer=normalizer, implementation=impl, **kw)
+
+
+@contextlib.contextmanager
+def launch(pair):
+  """Every pallas kernel traced inside compiles with Triton's ``num_warps``,
+  ``num_stages`` = ``pair`` (None: ``gpu_tile.compiler_params``' rule)."""
+  rule = gpu_tile.compiler_params
+  if pair is not None:
+    gpu_tile.compiler_params = lambda d, num_stages=2: plgpu.CompilerParams(
+        num_warps=pair[0], num_stages=pair[1])
+  try:
+    yield
+  finally:
+    gpu_tile.compiler_params = rule
 
 
 def _time(fn, args, iters, sample_s=5e-3):
@@ -114,7 +155,7 @@ def _rel(x, ref):
 
 
 def measure(normalizer, impl, length, batch, heads, head_dim, iters,
-            blocks=(None, None), ref=None):
+            blocks=(None, None), ref=None, launch_pair=None):
   """Times, and with ``ref`` (``reference``'s output) the relative errors
   ``||x - ref|| / ||ref||`` of the forward (``rel_err``) and of the worst of
   dQ, dK, dV (``grad_rel_err``), so a fast wrong kernel shows."""
@@ -123,24 +164,30 @@ def measure(normalizer, impl, length, batch, heads, head_dim, iters,
   step = jax.grad(lambda q, k, v: jnp.sum(fwd(q, k, v).astype(jnp.float32)),
                   argnums=(0, 1, 2))
   row = dict(normalizer=normalizer, impl=impl, length=length,
-             blocks=list(blocks))
+             blocks=list(blocks), launch=launch_pair)
+  with launch(launch_pair):
+    _measure(row, fwd, step, (q, k, v), iters, ref)
+  return row
+
+
+def _measure(row, fwd, step, qkv, iters, ref):
   for label, fn in (("forward_ms", fwd), ("fwd_bwd_ms", step)):
     try:
-      row[label] = _time(jax.jit(fn), (q, k, v), iters)
+      row[label] = _time(jax.jit(fn), qkv, iters)
     except Exception as e:  # noqa: BLE001  (an OOM is a result here)
       row[label] = type(e).__name__
+      row[label + "_error"] = f"{type(e).__name__}: {e}"[:300]
   if ref is not None and isinstance(row["forward_ms"], float):
     ref_out, ref_grads = ref
     # One forward serves both checks where the backward ran.
     grads = None
     if isinstance(row["fwd_bwd_ms"], float):
-      out, grads = jax.jit(functools.partial(_out_and_grads, fwd))(q, k, v)
+      out, grads = jax.jit(functools.partial(_out_and_grads, fwd))(*qkv)
     else:
-      out = jax.jit(fwd)(q, k, v)
+      out = jax.jit(fwd)(*qkv)
     row["rel_err"] = _rel(out, ref_out)
     if grads is not None:
       row["grad_rel_err"] = max(map(_rel, grads, ref_grads))
-  return row
 
 
 def _fmt(x):
@@ -159,10 +206,19 @@ def main(argv=None):
                   metavar=("BQ", "BK"),
                   help="pallas query/key blocks (powers of two >= 16) "
                        "instead of softattn.pallas.gpu_tile.block_sizes")
-  ap.add_argument("--impls", nargs="+", default=IMPLS + ("cudnn",),
-                  choices=IMPLS + ("cudnn",))
+  ap.add_argument("--impls", nargs="+", default=IMPLS + SOFTMAX_ONLY,
+                  choices=IMPLS + SOFTMAX_ONLY)
+  ap.add_argument("--launches", type=int, nargs="+", default=None,
+                  metavar="W S",
+                  help="pairs of Triton num_warps and num_stages: time the "
+                       "pallas kernels under each instead of "
+                       "gpu_tile.compiler_params' rule")
   ap.add_argument("--out", default="benchmarks/results/gpu_kernels.json")
   args = ap.parse_args(argv)
+  if args.launches and len(args.launches) % 2:
+    ap.error("--launches takes pairs: num_warps num_stages [...]")
+  launches = (list(zip(args.launches[::2], args.launches[1::2]))
+              if args.launches else [None])
   if jax.default_backend() != "gpu":
     sys.exit(f"benchmarks/gpu_kernels.py needs a GPU (jax's default backend "
              f"is {jax.default_backend()!r}); nothing was timed")
@@ -172,11 +228,13 @@ def main(argv=None):
     for name in args.normalizers:
       ref = reference(name, _inputs(length, args.batch, args.heads,
                                     args.head_dim))
-      impls = [i for i in args.impls if i != "cudnn" or name == "softmax"]
-      for impl in impls:
+      runs = [(i, pair) for i in args.impls
+              if i not in SOFTMAX_ONLY or name == "softmax"
+              for pair in (launches if i == "pallas" else [None])]
+      for impl, pair in runs:
         rows.append(measure(name, impl, length, args.batch, args.heads,
                             args.head_dim, args.iters, tuple(args.blocks),
-                            ref))
+                            ref, pair))
         print(*(str(rows[-1][k]) for k in rows[-1]), flush=True,
               file=sys.stderr)
         with open(args.out, "w") as f:  # after every row: see the docstring
@@ -185,7 +243,7 @@ def main(argv=None):
                          **vars(args), rows=rows), f, indent=1)
   print(f"{device}, jax {jax.__version__}, B={args.batch}, H={args.heads}, "
         f"D={args.head_dim}, bf16, median of {args.iters} (ms)")
-  print(f"{'normalizer':>12} {'impl':>8} {'L':>6} {'forward':>9} "
+  print(f"{'normalizer':>12} {'impl':>12} {'L':>6} {'forward':>9} "
         f"{'fwd+bwd':>9} {'fwd TFLOP/s':>11} {'fwd vs cudnn softmax':>21} "
         f"{'fwd rel err':>11} {'grad rel err':>12}")
   cudnn = {r["length"]: r["forward_ms"] for r in rows if r["impl"] == "cudnn"}
@@ -197,7 +255,9 @@ def main(argv=None):
     flops = 4 * args.batch * args.heads * r["length"] ** 2 * args.head_dim
     rate = (f"{flops / fwd / 1e9:11.1f}" if isinstance(fwd, float)
             else f"{'-':>11}")
-    print(f"{r['normalizer']:>12} {r['impl']:>8} {r['length']:>6} "
+    impl = r["impl"] + ("" if r["launch"] is None
+                        else "@{}w{}s".format(*r["launch"]))
+    print(f"{r['normalizer']:>12} {impl:>12} {r['length']:>6} "
           f"{_fmt(fwd)} {_fmt(r['fwd_bwd_ms'])} {rate} {ratio} "
           f"{r.get('rel_err', float('nan')):11.1e} "
           f"{r.get('grad_rel_err', float('nan')):12.1e}")

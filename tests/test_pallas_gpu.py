@@ -306,3 +306,41 @@ def test_gpu_benchmark_flags_a_fast_wrong_kernel(monkeypatch):
       lambda q, k, v: exact(*a)(q, k, v) * 1.05))
   wrong = bench.measure(*args, ref=ref)
   assert wrong["rel_err"] > 0.04 and wrong["grad_rel_err"] > 0.04, wrong
+
+
+def test_gpu_benchmark_launch_sweep_overrides_and_restores():
+  """``--launches``: inside ``launch(pair)`` every pallas kernel traced gets
+  that Triton (num_warps, num_stages); the module rule is back after, also
+  when the timed call raised."""
+  bench = _gpu_benchmark()
+  rule = gpu_tile.compiler_params(128)
+  with bench.launch((4, 3)):
+    params = gpu_tile.compiler_params(128)
+    assert (params.num_warps, params.num_stages) == (4, 3)
+  assert gpu_tile.compiler_params(128) == rule
+  with pytest.raises(RuntimeError), bench.launch((2, 1)):
+    raise RuntimeError
+  assert gpu_tile.compiler_params(128) == rule
+  with pytest.raises(SystemExit):
+    bench.main(["--launches", "4", "3", "8"])
+
+
+def test_forward_stages_fit_shared_memory():
+  """Three pipeline stages in the forward where three key and value blocks
+  and the query block fit the device's shared memory: bf16 128 x 128 at
+  D = 128 does on Hopper (the H200 launched it), float32 or 128 x 256 blocks
+  do not (four bf16 stages asked for 294,912 bytes there and did not
+  launch); without a measured limit (no GPU here) the rule keeps 2."""
+  def cfg(bq, bk, d=128):
+    return pallas.tile.Config(
+        norm=N.get("softmax"), static_params=(), param_names=(), scale=1.0,
+        causal=False, lq=4096, lk=4096, bq=bq, bk=bk, has_mask=False,
+        chip="gpu", interpret=False, d=d, dv=d)
+  smem = gpu_tile.HOPPER_SMEM
+  assert gpu_tile.forward_stages(cfg(128, 128), jnp.bfloat16, smem) == 3
+  assert gpu_tile.forward_stages(cfg(128, 128, 64), jnp.float16, smem) == 3
+  assert gpu_tile.forward_stages(cfg(128, 64), jnp.float32, smem) == 2
+  assert gpu_tile.forward_stages(cfg(128, 256), jnp.bfloat16, smem) == 2
+  assert gpu_tile.forward_stages(cfg(128, 128), jnp.bfloat16, None) == 2
+  if jax.default_backend() != "gpu":
+    assert gpu_tile.forward_stages(cfg(128, 128), jnp.bfloat16) == 2

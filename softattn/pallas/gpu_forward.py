@@ -155,6 +155,7 @@ def attention(cfg: tile.Config, q, k, v, rows, mask):
         out_shape=[jax.ShapeDtypeStruct((b, cfg.lq, h, cfg.dv),
                                         out_dtype(cfg, v.dtype)),
                    jax.ShapeDtypeStruct((b, h, 2, cfg.lq), jnp.float32)],
-        compiler_params=gpu_tile.compiler_params(cfg.d),
+        compiler_params=gpu_tile.compiler_params(
+            cfg.d, gpu_tile.forward_stages(cfg, k.dtype)),
         interpret=interpret, name="softattn_gpu_forward")
   return run(cfg, build, *args)

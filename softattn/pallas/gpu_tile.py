@@ -19,6 +19,8 @@ one contiguous ``[bq]`` vector per column.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
@@ -40,7 +42,8 @@ from softattn.pallas import tile
 # blocks; (64, 64), (64, 128) and (128, 32) were slower. Measured at D = 128
 # only; D = 64 takes the same tiles (half the registers and shared memory).
 # float32 (tiles of twice the bytes) and D = 256 keep the untimed starting
-# points of the Triton fused attention tutorial.
+# points of the Triton fused attention tutorial. Launch parameters:
+# ``compiler_params`` and ``forward_stages``.
 MIN_BLOCK = 16
 FORWARD_BLOCKS = {64: (128, 64), 128: (128, 64), 256: (64, 32)}
 BACKWARD_BLOCKS = {64: (64, 64), 128: (64, 64), 256: (32, 32)}
@@ -68,10 +71,45 @@ def block_sizes(lq: int, lk: int, d: int, kernel: str = "forward",
   return _fit(bq, lq), _fit(bk, lk)
 
 
-def compiler_params(d: int):
+# Shared memory one Triton program may take on Hopper (sm_90: H100, H200),
+# the limit Triton reported on an H200.
+HOPPER_SMEM = 232448
+
+
+def compiler_params(d: int, num_stages: int = 2):
   """Triton launch parameters: 4 warps up to D = 64, 8 above (as jax's
-  reference attention kernel), two pipeline stages."""
-  return plgpu.CompilerParams(num_warps=4 if d <= 64 else 8, num_stages=2)
+  reference attention kernel); two pipeline stages unless told more."""
+  return plgpu.CompilerParams(num_warps=4 if d <= 64 else 8,
+                              num_stages=num_stages)
+
+
+@functools.cache
+def _device_smem() -> int | None:
+  """``HOPPER_SMEM`` on a Hopper GPU, else None (no GPU, or one whose
+  limit nobody measured here)."""
+  try:
+    dev = jax.devices("gpu")[0]
+  except RuntimeError:
+    return None
+  cc = str(getattr(dev, "compute_capability", ""))
+  return HOPPER_SMEM if cc.startswith("9.") else None
+
+
+def forward_stages(cfg: tile.Config, dtype, smem: int | None = -1) -> int:
+  """Pipeline stages of the forward attention kernel: 3 where three copies
+  of a key block and its value block plus the query block fit ``smem``
+  bytes (default: the device's, ``_device_smem``), else 2.
+
+  Measured on an H200 (``benchmarks/README.md``, "Fused GPU kernels"): at
+  bf16, D = 128, 128 x 128 blocks, 8 warps, L = 4096, three stages took the
+  forward from 1.49 to 1.15 ms (relu_seqlen) and 1.99 to 1.64 ms (softmax);
+  four asked for 294,912 bytes (the estimate below, exactly) and did not
+  launch, nor did the backward kernels at three. The backward keeps 2.
+  """
+  smem = _device_smem() if smem == -1 else smem
+  size = jnp.dtype(dtype).itemsize
+  need = size * (3 * cfg.bk * (cfg.d + cfg.dv) + cfg.bq * cfg.d)
+  return 3 if smem is not None and need <= smem else 2
 
 
 def load_rows(ref, start, size: int, length: int, ragged: bool):
