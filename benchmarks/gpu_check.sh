@@ -22,6 +22,13 @@
 # entry). The tests compile as the suite does (tests/conftest.py: XLA's
 # backend optimizations off; the Triton kernels are compiled by Triton
 # either way); the benchmark compiles as a user's program does.
+#
+# Stage times on an H200 (2026-11-28, benchmarks/README.md), to size a
+# lease: the kernel tests 48 s at 8 workers; the grid without chunked did
+# not finish in 170 s (the Mosaic GPU example's compile at L = 16384 alone
+# outlasted 60 s), with chunked it takes longer still; the default sweep
+# under 90 s; the core tests about 80 s (with the kernel tests, 126 s). A
+# machine's start took about 30 s.
 set -u
 out=${1:-/tmp/softattn_gpu_check}
 mkdir -p "$out"
