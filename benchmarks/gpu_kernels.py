@@ -165,29 +165,25 @@ def measure(normalizer, impl, length, batch, heads, head_dim, iters,
                   argnums=(0, 1, 2))
   row = dict(normalizer=normalizer, impl=impl, length=length,
              blocks=list(blocks), launch=launch_pair)
-  with launch(launch_pair):
-    _measure(row, fwd, step, (q, k, v), iters, ref)
+  with launch(launch_pair):  # the checks below trace the same kernels
+    for label, fn in (("forward_ms", fwd), ("fwd_bwd_ms", step)):
+      try:
+        row[label] = _time(jax.jit(fn), (q, k, v), iters)
+      except Exception as e:  # noqa: BLE001  (an OOM is a result here)
+        row[label] = type(e).__name__
+        row[label + "_error"] = f"{type(e).__name__}: {e}"[:300]
+    if ref is not None and isinstance(row["forward_ms"], float):
+      ref_out, ref_grads = ref
+      # One forward serves both checks where the backward ran.
+      grads = None
+      if isinstance(row["fwd_bwd_ms"], float):
+        out, grads = jax.jit(functools.partial(_out_and_grads, fwd))(q, k, v)
+      else:
+        out = jax.jit(fwd)(q, k, v)
+      row["rel_err"] = _rel(out, ref_out)
+      if grads is not None:
+        row["grad_rel_err"] = max(map(_rel, grads, ref_grads))
   return row
-
-
-def _measure(row, fwd, step, qkv, iters, ref):
-  for label, fn in (("forward_ms", fwd), ("fwd_bwd_ms", step)):
-    try:
-      row[label] = _time(jax.jit(fn), qkv, iters)
-    except Exception as e:  # noqa: BLE001  (an OOM is a result here)
-      row[label] = type(e).__name__
-      row[label + "_error"] = f"{type(e).__name__}: {e}"[:300]
-  if ref is not None and isinstance(row["forward_ms"], float):
-    ref_out, ref_grads = ref
-    # One forward serves both checks where the backward ran.
-    grads = None
-    if isinstance(row["fwd_bwd_ms"], float):
-      out, grads = jax.jit(functools.partial(_out_and_grads, fwd))(*qkv)
-    else:
-      out = jax.jit(fwd)(*qkv)
-    row["rel_err"] = _rel(out, ref_out)
-    if grads is not None:
-      row["grad_rel_err"] = max(map(_rel, grads, ref_grads))
 
 
 def _fmt(x):

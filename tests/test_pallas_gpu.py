@@ -341,6 +341,6 @@ def test_forward_stages_fit_shared_memory():
   assert gpu_tile.forward_stages(cfg(128, 128, 64), jnp.float16, smem) == 3
   assert gpu_tile.forward_stages(cfg(128, 64), jnp.float32, smem) == 2
   assert gpu_tile.forward_stages(cfg(128, 256), jnp.bfloat16, smem) == 2
-  assert gpu_tile.forward_stages(cfg(128, 128), jnp.bfloat16, None) == 2
+  assert gpu_tile.forward_stages(cfg(128, 128), jnp.bfloat16, 0) == 2
   if jax.default_backend() != "gpu":
     assert gpu_tile.forward_stages(cfg(128, 128), jnp.bfloat16) == 2

@@ -84,21 +84,21 @@ def compiler_params(d: int, num_stages: int = 2):
 
 
 @functools.cache
-def _device_smem() -> int | None:
-  """``HOPPER_SMEM`` on a Hopper GPU, else None (no GPU, or one whose
-  limit nobody measured here)."""
+def _device_smem() -> int:
+  """``HOPPER_SMEM`` on a Hopper GPU, else 0 (no GPU, or one whose limit
+  nobody measured here: nothing extra is assumed to fit)."""
   try:
     dev = jax.devices("gpu")[0]
   except RuntimeError:
-    return None
+    return 0
   cc = str(getattr(dev, "compute_capability", ""))
-  return HOPPER_SMEM if cc.startswith("9.") else None
+  return HOPPER_SMEM if cc.startswith("9.") else 0
 
 
-def forward_stages(cfg: tile.Config, dtype, smem: int | None = -1) -> int:
+def forward_stages(cfg: tile.Config, dtype, smem: int | None = None) -> int:
   """Pipeline stages of the forward attention kernel: 3 where three copies
   of a key block and its value block plus the query block fit ``smem``
-  bytes (default: the device's, ``_device_smem``), else 2.
+  bytes (None: the device's, ``_device_smem``), else 2.
 
   Measured on an H200 (``benchmarks/README.md``, "Fused GPU kernels"): at
   bf16, D = 128, 128 x 128 blocks, 8 warps, L = 4096, three stages took the
@@ -106,10 +106,10 @@ def forward_stages(cfg: tile.Config, dtype, smem: int | None = -1) -> int:
   four asked for 294,912 bytes (the estimate below, exactly) and did not
   launch, nor did the backward kernels at three. The backward keeps 2.
   """
-  smem = _device_smem() if smem == -1 else smem
+  smem = _device_smem() if smem is None else smem
   size = jnp.dtype(dtype).itemsize
   need = size * (3 * cfg.bk * (cfg.d + cfg.dv) + cfg.bq * cfg.d)
-  return 3 if smem is not None and need <= smem else 2
+  return 3 if need <= smem else 2
 
 
 def load_rows(ref, start, size: int, length: int, ragged: bool):
