@@ -247,11 +247,15 @@ def _claims() -> list[Claim]:
       _short_loss("loss.inf_gt_nsm1", "short training: nsm-inf loss > nsm-1 "
                   "loss (larger gamma, faster)", "71.42 vs 70.18 (20 epochs)",
                   "nsm-inf", "nsm-1"),
+      # Table 4's end point: held against our longest loss runs (the
+      # 2-epoch parts), so the gate's reason names the longest we ran.
       Claim("loss.long_equal", "with long training nsm-inf loss ~ softmax "
             "loss (±1 point)", "Table 4", "77.17 vs 76.88 (180 epochs)",
-            ACCURACY, lsel("nsm-inf"), lsel("sm"), "~", margin=1.0,
-            min_budget=(paper_fraction(0.1, 180, "Table 4's end point is "
-                                       "after 180 epochs"),), section="loss"),
+            ACCURACY, lsel("nsm-inf", True), lsel("sm", True), "~",
+            margin=1.0, min_budget=(paper_fraction(
+                0.1, 180, "Table 4's end point is after 180 epochs; our "
+                "longest loss runs are the 2-epoch `loss_2ep` / "
+                "`loss_softmax_2ep`"),), section="loss"),
       _short_loss("loss.gt_logitnorm", "short training: nsm-inf loss > "
                   "LogitNorm loss (the mean shift matters)",
                   "71.42 vs 69.70 (20 epochs)", "nsm-inf", "lognorm"),
@@ -287,19 +291,32 @@ def _claims() -> list[Claim]:
       # Fig. 4's caption says NSM "reduces the information entropy"; its
       # text says the baseline's large input std "induces small information
       # entropy" while NSM-inf's stays level. The two read in opposite
-      # directions; the claim follows the text, which describes the curves.
-      Claim("fig4.baseline_lower", "after the early phase the softmax "
-            "baseline's attention entropy is below NSM-inf's (entropy at "
-            "the end of the run)", "Fig. 4 text (the caption reads the "
-            "other way)", "\"large standard deviation ... induces small "
-            "information entropy\"", ENTROPY_END, long(INF), long(SM), ">",
+      # directions; both are declared. Both are placed early by the paper,
+      # so each covers every budget we ran, as `fig4.entropy_steadier`:
+      # judged at the main sweep's 200 steps, 50, 100 and 1200 covered
+      # (EARLY_COVERS), so opposite labels across budgets leave it mixed.
+      # The text's reading is not gated at the end point as
+      # `fig2a.std_falls` is: that claim's "decreases gradually during the
+      # intermediate and final stages" names the late stages, whereas the
+      # Fig. 4 paragraph names none for the baseline's small entropy and
+      # ties the figure to "the acceleration and stability of the initial
+      # training process"; the baseline's std is large once it has risen
+      # "at the initial stage" (Fig. 2a), which `fig2a.std_rises` finds at
+      # every budget we ran. (The claim's earlier "after the early phase"
+      # was our wording, not the paper's.)
+      Claim("fig4.baseline_lower", "the softmax baseline's attention "
+            "entropy is below NSM-inf's (entropy at the end of each run; "
+            "every budget we ran: early training)", "Fig. 4 text, sec. 4.1 "
+            "(the caption reads the other way)", "\"large standard "
+            "deviation ... induces small information entropy\"",
+            ENTROPY_END, sel(INF), sel(SM), ">", covers=EARLY_COVERS,
             section="diag"),
       Claim("fig4.caption_nsm_lower", "NSM reduces the attention entropy: "
-            "NSM-inf's entropy at the end of the run is below softmax's",
-            "Fig. 4 caption (the text reads the other way)",
-            "\"NormSoftmax reduces the information entropy of softmax "
-            "output\"", ENTROPY_END, long(INF), long(SM), "<",
-            section="diag"),
+            "NSM-inf's entropy is below softmax's (at the end of each run; "
+            "every budget we ran: early training)", "Fig. 4 caption, sec. "
+            "3.3 (the text reads the other way)", "\"NormSoftmax reduces "
+            "the information entropy of softmax output\"", ENTROPY_END,
+            sel(INF), sel(SM), "<", covers=EARLY_COVERS, section="diag"),
       Claim("appD.overhead", "NormSoftmax adds 0.2-1 % to a Transformer's "
             "step time", "Appendix D", "0.2-1 %", None,
             min_budget=(unavailable(
@@ -308,10 +325,18 @@ def _claims() -> list[Claim]:
                 "sharing 2 cores, whose step-time noise exceeds 1 % (the "
                 "measured step times are in the table above, no verdict)"),),
             section="diag"),
+      # Figs. 3c/3d compare accuracies after Sec. 4.1's 100 epochs: the
+      # end-point gate (END) is the operative reason; runs past it (10
+      # epochs per depth/width setting) are a CPU budget not spent here.
       Claim("fig3cd.depth_width", "NSM is more robust at large depth and "
             "width", "Figs. 3c/3d", "figure", None, min_budget=(unavailable(
-                "too costly on 2 CPU cores; `model.depth` / `model.width` "
-                "are the fields to sweep at full scale"),)),
+                _END_REGIME.format(what="the depth and width comparison of "
+                                   "Figs. 3c/3d (Sec. 4.1's training)") +
+                "; not run here: 10-epoch runs (~22 minutes each at our "
+                "base size, more when deeper or wider) for softmax and "
+                "NSM-inf at several depths and widths x 3 seeds are hours "
+                "on 2 cores; `model.depth` / `model.width` are the fields "
+                "to sweep"),)),
       Claim("fig2b.resnet1202", "the logits' softmax input std leaps early "
             "in a ResNet-1202", "Fig. 2b", "0.14 -> 1.31 at epoch 15", None,
             min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
@@ -400,10 +425,11 @@ BUDGET_TABLE = (
                                      "100 epochs, read at the main sweep's "
                                      "200 steps, as the weight-decay "
                                      "ablation (`wd.*`)")),
-    ("loss.long_equal", Budget((LOSS_STEPS,), "Table 4 after 180 epochs "
+    ("loss.long_equal", Budget((LOSS_2EP_STEPS,), "Table 4 after 180 epochs "
                                "(\"with sufficiently long epochs, SM and "
                                "NSM achieve similar test accuracy\"): needs "
-                               "a tenth of it")),
+                               "a tenth of it; read on our longest loss "
+                               "runs, the 2-epoch parts")),
     ("loss.*", Budget((LOSS_STEPS, LOSS_2EP_STEPS), "Table 4 / Sec. 4.2 "
                       "\"with 20 epochs\", its shortest schedule (\"boost "
                       "the initial training\"): as NSM's ordering changes "
@@ -419,6 +445,21 @@ BUDGET_TABLE = (
         "\"contributes to the acceleration and stability of the initial "
         "training process\": every budget we ran is initial; judged at "
         "200 steps, covering the others")),
+    ("fig4.caption_nsm_lower", Budget(
+        (*BUDGETS, FOCUS_STEPS), "Fig. 4 caption: \"NormSoftmax reduces "
+        "the information entropy of softmax output\", the effect Sec. 3.3 "
+        "places in the initial stage (\"help the model escape the zone "
+        "with high information entropy quickly\"): every budget we ran is "
+        "initial; judged at the main sweep's 200 steps, covering the "
+        "others")),
+    ("fig4.baseline_lower", Budget(
+        (*BUDGETS, FOCUS_STEPS), "Sec. 4.1 / Fig. 4 text: \"In baseline, "
+        "the large standard deviation of softmax input induces small "
+        "information entropy\", in the paragraph that ties Fig. 4 to \"the "
+        "acceleration and stability of the initial training process\" and "
+        "names no later stage; the std is large once it has risen \"at the "
+        "initial stage\" (Fig. 2a): every budget we ran is initial; judged "
+        "at the main sweep's 200 steps, covering the others")),
     ("fig2a.*", Budget((FOCUS_STEPS,), "Fig. 2a: the softmax input's std "
                        "\"increases rapidly at the initial stage and then "
                        "decreases gradually\": a course over training, read "

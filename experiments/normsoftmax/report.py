@@ -69,6 +69,37 @@ def _top_cap(k: int) -> float:
   return float(1.0 / (1.0 + (k - 1) * np.exp(b - a)))
 
 
+def _mean_entropy(runs, where):
+  """(steps, attention entropy averaged over layers, then over the seeds)
+  of the finished runs ``where`` selects, on the steps they all logged."""
+  curves = []
+  for r in studies.select(runs, where):
+    keys = r.keys("diag/", "/attn_entropy") if r.done else []
+    layers = [r.curve(k) for k in keys]
+    if layers:
+      steps = set.intersection(*[set(s.tolist()) for s, _ in layers])
+      curves.append({t: np.mean([v[s == t][0] for s, v in layers])
+                     for t in steps})
+  common = sorted(set.intersection(*[set(c) for c in curves])) if curves \
+      else []
+  return common, [np.mean([c[t] for c in curves]) for t in common]
+
+
+def entropy_cross(runs, _verdicts) -> str:
+  """"step 170": the first logged step of the 1200-step runs from which
+  NSM-inf's mean attention entropy stays above softmax's (Fig. 4's text
+  against its caption, over one run's course)."""
+  steps, sm = _mean_entropy(runs, long(SM))
+  steps_inf, inf = _mean_entropy(runs, long(INF))
+  if not steps or steps != steps_inf:
+    return "no common logged step"
+  above = np.asarray(inf) > np.asarray(sm)
+  if not above[-1]:
+    return "no step (NSM-inf's entropy ends below softmax's)"
+  first = len(above) - int(np.argmin(above[::-1])) if not above.all() else 0
+  return f"step {int(steps[first])}"
+
+
 acc = lambda where: Cell(where, ACCURACY)
 TABLES = {
     "accel": Table(["budget (steps)", "sm", "nsm-sqrtd", "nsm-inf"], [
@@ -102,7 +133,9 @@ TABLES = {
                           claims.STD_GROWTH, claims.STD_FALL,
                           claims.ENTROPY_RANGE, claims.ENTROPY_END,
                           claims.STEP_MS)]])
-                   for n in MAIN for where in (sel(n), long(n))]),
+                   # Every budget: four diagnostics claims cover them all.
+                   for n in MAIN for where in (
+                       *[sel(n, b) for b in claims.BUDGETS], long(n))]),
 }
 
 
@@ -142,6 +175,7 @@ FACTS = {
                                    digits=1)),
     "classes": str(K), "top_cap": f"{_top_cap(K):.2f}",
     "top_cap_1000": f"{1 - _top_cap(1000):.0e}",
+    "entropy_cross": entropy_cross,
 }
 
 TWO_EPOCHS = f"subset=focus,steps={claims.LOSS_2EP_STEPS}"
