@@ -37,6 +37,13 @@ PAPER_CIFAR_PARAMS = {
         506_560, "part=models,scale=full,dataset=cifar10,variants=F,"
                  "extras=false"),
     "CIFAR-10: control": (961_310, "part=control,scale=full,dataset=cifar10")}
+# Eq. 8 for the CIFAR-10 model: per layer 3*32*32 inputs x 2 x 8 heads
+# attention weights + a 3x3 conv from 8*3 to 3 channels with bias (Eq. 1 and
+# the bias, as in every Fashion-MNIST count: B = 2 * (784*16 + 8*9 + 1) +
+# 7,850 = 33,084), 4 layers, then Dense(3072 -> 10) with bias. The
+# parameter table's "ours" (counted from the declared config) equals it.
+CIFAR_EQ8 = (4 * (3 * 32 * 32 * 2 * 8 + 8 * 3 * 3 * 9 + 3)
+             + 3 * 32 * 32 * 10 + 10)
 # Sec. 3: training time of 10 epochs on a Tesla T4, minutes.
 PAPER_MINUTES = {"A": 35, "B": 35, "C": 70, "D": 70, "E": 90, "F": 90,
                  "G": 180, "H": 180}
@@ -84,6 +91,16 @@ LR01 = "lr01_1ep"
 # by up to ~2x, and "faster" needs a ratio above that.
 CONTROL_OVERHEAD = 2.0
 END = paper_fraction(1.0, 10, "Table 1 compares end points after 10 epochs")
+# The control's Table 1 claims: the same gate, with why it stays shut. Only
+# the opt-in 1-epoch control (`CONTROL=1`) is declared, and runs.csv has no
+# finished run of it; a 10-epoch control would take ~7 h on these 2 cores
+# (1 epoch: 42 min alone, 70 CPU-minutes; sweep.py). A 10-epoch control
+# part, once declared and run, meets the gate.
+CONTROL_END = Requirement(
+    "not run here (CPU budget: the 10-epoch control takes ~7 h on 2 cores; "
+    "the opt-in `CONTROL=1` part declares 1 epoch and has no finished run "
+    "in runs.csv); Table 1 compares end points after 10 epochs", "epochs",
+    10.0)
 # Only for claims on the weights' own statistics (at the N(0, 0.02) init
 # they already match the paper's numbers). It no longer gates the "~ B"
 # claims: B's weights move 43 % in 1 epoch while its attention branch stays
@@ -208,10 +225,19 @@ def _time_claims() -> list[Claim]:
 def _cifar_claims() -> list[Claim]:
   cifar = unavailable("no CIFAR-10 offline; `sweep.py:scale=full,"
                       "dataset=cifar10` declares the runs")
+  # Counting needs no run (t1.B_97pct_fewer_params is judged on the
+  # control's not-started row, its count from the config); what fails is
+  # the paper's number itself: it contradicts the paper's own Eq. 8, so no
+  # model built from the paper's description can test it.
+  ctrl = PAPER_CIFAR_PARAMS["CIFAR-10: control"][0]
   counted = unavailable(
-      "no CIFAR-10 run here to count on (the engine judges deterministic "
-      "claims on runs); the parameter table counts the declared CIFAR-10 "
-      "configs instead")
+      f"the paper's count contradicts its own Eq. 8: 4 layers of "
+      f"3*32*32*2*8 attention weights and a 3x3 conv from 24 to 3 channels "
+      f"with bias, then Dense(3072 -> 10) with bias (the biases its "
+      f"Fashion-MNIST counts include), give {CIFAR_EQ8:,}, not 506,560; "
+      f"ours follows Eq. 8: {CIFAR_EQ8:,}, {CIFAR_EQ8 / ctrl:.1%} of the "
+      f"control's {ctrl:,}; the paper does not say how it counted, so "
+      f"the model behind its number is not the one it describes")
   rows = [
       ("cifar10", "4 layers 8 heads on CIFAR-10 reach 41.81 % vs the "
        "control's 67.12 %", "Sec. 3", "41.81 vs 67.12", cifar),
@@ -298,13 +324,13 @@ def _claims() -> list[Claim]:
       # the end-point budget.
       Claim("t1.control_beats_B", "the control beats the attention models: "
             "control > B", "Table 1", "88.29 vs 81.46", ACCURACY,
-            sel("control"), sel("B", "models_10ep"), ">", min_budget=(END,),
-            section="t1"),
+            sel("control"), sel("B", "models_10ep"), ">",
+            min_budget=(CONTROL_END,), section="t1"),
       Claim("t1.B_92pct_of_control", "B reaches ~92 % of the control's "
             "accuracy (ratio within 0.92 ± 0.05)", "Table 1",
             "81.46 / 88.29", ACCURACY, sel("B", "models_10ep"),
             sel("control"), "~", margin=0.05, target=0.92, contrast="ratio",
-            min_budget=(END,), section="t1"),
+            min_budget=(CONTROL_END,), section="t1"),
       Claim("t1.B_97pct_fewer_params", "B has ~97 % fewer parameters than "
             "the control (ratio within 0.03 ± 0.015)", "Abstract",
             "33,084 vs 929,510", PARAMS, sel("B"), sel("control"), "~",
@@ -314,7 +340,7 @@ def _claims() -> list[Claim]:
             "are larger than B's (|grad avg| ratio > 10)", "Table 1",
             "0.002 vs 2.9e-05", GRAD_AVG, sel("control"),
             sel("B", "models_10ep"), ">", target=10.0, contrast="ratio",
-            min_budget=(END,), section="t1"),
+            min_budget=(CONTROL_END,), section="t1"),
       # The paper inspected G's trained weights; N(0, 0.02) puts 98.8 % in
       # the band at init, so both claims also need the weights to move.
       Claim("t1.G_weights_small", "G's trained first-head x/y weights "
@@ -329,24 +355,47 @@ def _claims() -> list[Claim]:
             section="t1"),
       Claim("t1.head_outputs_range", "trained attention heads output pixel "
             "values within [0.4, 0.5] (0.5 on the background)", "Sec. 3",
+            # Not testable for a structural reason, not for a missing probe:
+            # a probe of our heads would print 0 on the background whatever
+            # the training, which says nothing about the paper's head.
             "[0.4, 0.5]", None, min_budget=(unavailable(
-                "not measured: the export's probes do not record head "
-                "outputs and runs.csv keeps no checkpoints; a probe at "
-                "export that applies a trained run's first layer to test "
-                "images and reports each head's output percentiles "
-                "(e.g. 5th-95th) would measure it"),), section="t1"),
+                "the implemented head is 0 at background pixels by "
+                "construction: a head is the input times its relevance "
+                "(softattn/nn/elementwise.py: heads = xr * rel; Sec. 2.2: "
+                "the relevance is \"applied to the input data through "
+                "array multiplication\"), and the background pixels are 0 "
+                "(pixels in [0, 1]), so the first layer's heads are exactly "
+                "0 there whatever the weights; the paper's 0.5 on the "
+                "background describes a head that differs from its Eqs. 3-7 "
+                "as we read them, and measuring ours would not test it"),),
+            section="t1"),
       # Margins ±2, not ±1: the paper's own gaps (1.57 and 1.29 points)
       # exceed ±1, so ±1 would contradict the paper's own numbers; ±2 is
       # the smallest whole-point margin that covers them.
       # Not gated on the sanity claims (decided before its 10-epoch runs):
       # the single-head model has BN and D has not, so the two sides differ
       # beyond their attention and are not equal by construction.
+      # The appendix's statement is general ("using more than one attention
+      # head is a trivial matter"); it compares with D because A and C
+      # collapsed in the paper. Ours did not, and A (8 heads) and C (16
+      # heads) are the single head's twins (BN, 2 layers) that differ from
+      # it in heads only, so they are covered settings of the claim, judged
+      # at D (the paper's comparison) first. (Added after the audit read
+      # the committed runs; the paper's wording, not the data, puts them
+      # under the claim.)
       Claim("app.single_equal_D", "a single head is about as good as many: "
-            "single ~ D (±2 points)", "Appendix", "80.09 vs 81.66", ACCURACY,
+            "single ~ D (±2 points; also against A and C, its BN twins "
+            "with 8 and 16 heads)", "Appendix", "80.09 vs 81.66", ACCURACY,
             sel("single head", "single_10ep"), sel("D", "df_10ep"), "~",
             margin=2.0, min_budget=(Requirement(
                 "the appendix's single-head accuracy is an end point after "
                 "10 epochs, compared with Table 1's D", "epochs", 10.0),),
+            covers=(("D (16 heads, no BN), 10 epochs", {}),
+                    *[(f"{v} ({PRESETS[v][0]} heads, BN), 10 epochs", {
+                        "part": {"df_10ep": TEN_EPOCHS[v]},
+                        "model.variant": {"D": v},
+                        "model.heads": {16: PRESETS[v][0]}})
+                      for v in "AC"]),
             section="app"),
       # Gated on B beating the attention-free baseline only, not on B's
       # branch carrying its accuracy: the separate arm trains its attention

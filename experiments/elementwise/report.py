@@ -239,12 +239,19 @@ FACTS = {
        for s in (0, 1) for k in ("layer0", "layer1")},
     "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),
     "branch_min": f"{claims.BRANCH_MIN:g}",
-    # What removing the attention branch costs (probes.branch_effect).
+    # The single head against its covered BN twins A and C (10 epochs).
+    **{f"single_vs_{label[0]}": Estimate(CLAIM["app.single_equal_D"].at(o))
+       for label, o in CLAIM["app.single_equal_D"].covers[1:]},
+    # What removing the attention branch costs (probes.branch_effect):
+    # every 10-epoch setting runs.csv has it for (G and H: the BN / no-BN
+    # pair at 4 layers, 16 heads; A, C, D, E and F were trained before the
+    # probe was added, and only B was rerun for it).
     **{f"branch_{key}": Cell(sel(lab, part), claims.BRANCH)
        for key, lab, part in (
            ("B", "B", "models_10ep"),
            ("separate", "B, separate optimizers", "separate_skip_10ep"),
-           ("single", "single head", "single_10ep"))},
+           ("single", "single head", "single_10ep"),
+           ("G", "G", "gh_10ep"), ("H", "H", "gh_10ep"))},
 }
 
 STUDY = studies.Study(
