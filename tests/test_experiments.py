@@ -261,9 +261,20 @@ def test_nonlocal_from_csv(tmp_path):
   assert unscaled.word == studies.CONFIRMED and unscaled.n == 3, unscaled
   never = v["s31.scaled_never_diverges"]
   assert never.word == studies.NOT_TESTABLE and "164" in never.reason, never
-  for word in ("nl_memory_linear", "scaled_flops_flat", "nl_flops_grow",
+  for word in ("nl_memory_linear", "scaled_flops_flat",
                "scaled_time_below_nl.h4", "scaled_lt_nl.h4.1ep.paper"):
     assert v["t3." + word].word == studies.CONFIRMED, word
+  # NL's FLOPs grow with heads by construction (only its per-head softmax
+  # does): not a test, whatever the count (was confirmed before this was
+  # declared).
+  flops = v["t3.nl_flops_grow"]
+  assert flops.word == studies.NOT_TESTABLE and "cannot fail" in flops.reason
+  # The fakes' NL beats the network without NL blocks at 4 and 1 heads, so
+  # the magnitude-only equivalences are judged (their precondition holds).
+  assert v["t3.nl_helps"].word == studies.CONFIRMED
+  assert v["sanity.nl_helps.h1"].word == studies.CONFIRMED
+  for k in ("t1.magnitude_equal", "t1.magnitude_equal.h1"):
+    assert v[k].word != studies.NOT_TESTABLE, (k, v[k])
   assert v["t3.scaled_lt_nl.h4.1ep.paper"].n == 3   # He seed 3 missing
   # NL's error does not depend on heads in the fakes.
   assert v["t3.heads_help_nl"].word == studies.INCONCLUSIVE
@@ -307,7 +318,16 @@ def test_nonlocal_from_csv(tmp_path):
   for r in runs:
     if r.part.startswith("unscaled"):
       r.state, r.kind, r.metrics = State.DONE, None, {"final/accuracy": 0.8}
+  # Inert NL blocks (the network without them as good): the magnitude-only
+  # equivalences are untestable, by their precondition.
+  for r in runs:
+    if r.get(nl + "heads") == 0:
+      r.metrics["final/accuracy"] = 0.90
   ver = studies.study.verdicts(study, runs)
+  for k, pre in (("t1.magnitude_equal", "t3.nl_helps"),
+                 ("t1.magnitude_equal.h1", "sanity.nl_helps.h1")):
+    assert ver[k].word == studies.NOT_TESTABLE, (k, ver[k])
+    assert f"precondition `{pre}`" in ver[k].reason, ver[k].reason
   assert ver["s31.unscaled_diverges"].word == studies.NOT_TESTABLE
   assert "every run is shorter" in ver["s31.unscaled_diverges"].reason
   assert diverged(runs) == "0/3"

@@ -185,12 +185,27 @@ PLOTS = {
 }
 
 
+def _both_settings(verdicts):
+  """(ours, the paper's setting) verdict pairs: the claims judged in both
+  (``ID`` and ``ID.h1`` / ``ID.paper``)."""
+  return [(v, verdicts[k + sfx]) for k, v in verdicts.items()
+          for sfx in (".h1", ".paper") if k + sfx in verdicts]
+
+
 def _settings_agree(_, verdicts):
   """"13 of the 15": claims judged in ours and in the paper's setting
-  (``ID`` and ``ID.h1`` / ``ID.paper``) that get the same word in both."""
-  both = [(v, verdicts[k + sfx]) for k, v in verdicts.items()
-          for sfx in (".h1", ".paper") if k + sfx in verdicts]
+  that get the same word in both."""
+  both = _both_settings(verdicts)
   return f"{sum(a.word == b.word for a, b in both)} of the {len(both)}"
+
+
+def _settings_agree_words(_, verdicts):
+  """"12 inconclusive in both, 1 not testable here in both": the words of
+  the agreeing pairs, so that two failures to decide do not read as a
+  replication."""
+  same = [a.word for a, b in _both_settings(verdicts) if a.word == b.word]
+  return ", ".join(f"{same.count(w)} {w} in both" for w in studies.WORDS
+                   if w in same) or "none"
 
 
 def _sigma0_same(heads):
@@ -218,7 +233,9 @@ STUDY = studies.Study(
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": studies.step_ms},
     probe=probe, claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts={
-        "settings_agree": _settings_agree, "sigma0_same.h1": _sigma0_same(1),
+        "settings_agree": _settings_agree,
+        "settings_agree_words": _settings_agree_words,
+        "sigma0_same.h1": _sigma0_same(1),
         "sigma0_same.h4": _sigma0_same(4)})
 
 
