@@ -4,11 +4,12 @@ Paper: Wortsman et al. 2023, "Replacing softmax with ReLU in Vision
 Transformers", arXiv 2309.08586. Setup, budgets and costs: RESULTS.md.
 
 The sweep (qk-LayerNorm on unless said): Fig. 2's ``ALPHAS`` x ``ACTS``
-grid and softmax at both ``SIZES``, seed 0; seeds 1.. for ``SEEDED`` and
-``AT_ALPHA_1``; Fig. 3 (qk-LayerNorm off) and Fig. 4 (gated) on the small
-size. Every run logs FLOPs and core-seconds and ends with a 10-shot probe
-(``config.fewshot``). ``scale=full``: the Fig. 2 grid on big_vision's i21k
-recipe (``configs/i21k_vit.py``) for ``FULL_VARIANTS``.
+grid and softmax at both ``SIZES``, seed 0; seeds 1.. for ``SEEDED``,
+``AT_ALPHA_1`` and ``AT_ALPHA_HALF``; Fig. 3 (qk-LayerNorm off) and
+Fig. 4 (gated) on the small size. Every run logs FLOPs and core-seconds
+and ends with a 10-shot probe (``config.fewshot``). ``scale=full``: the
+Fig. 2 grid on big_vision's i21k recipe (``configs/i21k_vit.py``) for
+``FULL_VARIANTS``.
 
   python -m softattn.sweep run experiments/relu_attention/sweep.py --workdir=workdirs/relu_attention
   python experiments/relu_attention/report.py --workdir=workdirs/relu_attention
@@ -40,6 +41,11 @@ SEEDED = ["softmax"] + [relu_n(al, h) for h in ("relu", "identity")
 # The other activations at alpha 1, 3 seeds at every size (main part only):
 # Fig. 2 compares the non-linearities there.
 AT_ALPHA_1 = [relu_n(1.0, h) for h in ACTS if h not in ("relu", "identity")]
+# ... and at alpha 0.5, so that each activation's "alpha 1 > alpha 0.5"
+# (Fig. 2's best alpha close to 1) has the rule's 3 seed pairs, not the
+# one-seed grid's one.
+AT_ALPHA_HALF = [relu_n(0.5, h) for h in ACTS
+                 if h not in ("relu", "identity")]
 
 
 def _arg(arg):
@@ -114,7 +120,8 @@ def get_sweep(arg=None):
     return fig2
   more = grid.sweep("seed", list(range(1, a.seeds)))
   extra = grid.product(_sizes(a), grid.sweep("model.normalizer",
-                                             SEEDED + AT_ALPHA_1), more)
+                                             SEEDED + AT_ALPHA_1 +
+                                             AT_ALPHA_HALF), more)
   small = _sizes(a, ["small"])
   no_qkln = grid.product(small, grid.sweep("model.normalizer", [
       "softmax", relu_n(1.0), relu_n(1.0, "relu2")]),
