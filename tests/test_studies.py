@@ -421,6 +421,22 @@ def test_pooled_settings_are_averaged_to_one_value_per_seed():
   assert nothing.word == C.INCONCLUSIVE and "not run yet" in nothing.reason
 
 
+def test_a_pooled_table_cell_can_average_within_each_seed_first():
+  from softattn.studies import render  # pylint: disable=g-import-not-at-top
+  # 3 seeds x 3 depths; seed 2's depth 4 has not finished.
+  accs = {0: (0.60, 0.62, 0.64), 1: (0.70, 0.72, 0.74), 2: (0.80, 0.82, None)}
+  runs = [run("a", s, x, depth=d, **({} if x is not None else
+                                     {"state": State.RUNNING}))
+          for s, xs in accs.items() for d, x in zip((1, 2, 4), xs)]
+  pooled = render.Cell({"part": "a"}, studies.ACCURACY).text(runs)
+  per_seed = render.Cell({"part": "a"}, studies.ACCURACY,
+                         per_seed=True).text(runs)
+  assert pooled.endswith("(n=8, 1 missing)"), pooled
+  # Seeds 0 and 1 (means 62 and 72), seed 2 missing: n counts seeds.
+  s = stats.summarize([62.0, 72.0])
+  assert per_seed == f"67.00 ± {s.half:.2f} (n=2, 1 missing)", per_seed
+
+
 def test_a_budget_not_declared_is_refused_and_the_read_one_recorded():
   runs = _steps(pair_runs([0.80, 0.83, 0.86], [0.79, 0.82, 0.85]), 300)
   ok = studies.judge(claim(">", budget=studies.Budget((300,), "Table 1: "

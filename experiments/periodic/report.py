@@ -14,7 +14,7 @@ import numpy as np
 
 from softattn import studies
 from softattn.data import datasets
-from softattn.studies import render, stats
+from softattn.studies import render
 from softattn.studies.claims import ACCURACY
 from softattn.studies.plotspec import Curves, Heatmap, Plot, Points, Quantiles
 from softattn.studies.render import Cell, Events, Table
@@ -97,26 +97,6 @@ def probe(runs, cache_dir):
 acc = lambda where: Cell(where, ACCURACY)
 
 
-def seed_cell(where, metric):
-  """A table cell (a function of the runs, ``render.as_text``) like
-  ``render.Cell``, for a selection that pools settings within a seed
-  (depths): each seed's runs averaged first, then mean ± 95 % half-width
-  over seeds (n = seeds), as the rule averages pooled pairs
-  (``claims.per_seed``); runs of one seed share init and data order, so 3
-  depths x 3 seeds are 3 draws, not 9. A seed counts once every run it has
-  in the selection finished with the value (else it is "missing").
-  ``render.Cell`` has no such option (an engine change, not made here)."""
-  def text(runs) -> str:
-    by_seed = {}
-    for r in studies.select(runs, where):
-      by_seed.setdefault(r.seed, []).append(metric.of(r) if r.done else None)
-    vals = [float(np.mean(v)) for _, v in sorted(by_seed.items())
-            if None not in v]
-    return render.fmt_summary(stats.summarize(vals), len(by_seed),
-                              digits=metric.digits)
-  return text
-
-
 def _part_steps(part):
   return lambda runs: f"`{part}`, {render.steps(runs, {'part': part})} steps"
 
@@ -128,10 +108,13 @@ _BD_NORMS = dict.fromkeys(["siren_max", claims.pre("siren_max"),
 TABLES = {
     "t2": Table(["normalizer", "paper (CIFAR-100)",
                  *[f"ours depth {d}" for d in DEPTHS],
+                 f"ours depth 8 (`{claims.DEPTH8_PART}`)",
                  f"ours depth 4, {claims.FOCUS_STEPS} steps",
                  "ours depth 1, 1 epoch"],
                 [(n, ["breaks down" if p is None else " / ".join(
                     f"{x:.2f}" for x in p), *[acc(sel(n, d)) for d in DEPTHS],
+                      acc(sel(n, 8, claims.DEPTH8_PART))
+                      if n in claims.study.DEPTH8 else "-",
                       acc(sel(n, 4, claims.FOCUS))
                       if n in claims.study.FOCUS else "-",
                       acc(sel(n, 1, claims.BD_PART))
@@ -147,20 +130,24 @@ TABLES = {
                                       (claims.BD_PART, (1,)))
                  if part == "main" or n in claims.study.BREAKDOWN_1EP
                  for d in depths]),
-    # Pooled over depths: one value per seed (``seed_cell``).
+    # Pooled over depths: one value per seed (``per_seed``).
     "sat": Table(["normalizer", "saturated fraction", "median n|dw/ds|"],
-                 [(n, [seed_cell(sel(n), claims.SATURATED),
-                       seed_cell(sel(n), claims.LGRAD)]) for n in (SM, SIN)]),
+                 [(n, [Cell(sel(n), claims.SATURATED, per_seed=True),
+                       Cell(sel(n), claims.LGRAD, per_seed=True)])
+                  for n in (SM, SIN)]),
     "fig7": Table(["normalizer", "border share"],
-                  [(n, [seed_cell(sel(n), claims.BORDER)])
+                  [(n, [Cell(sel(n), claims.BORDER, per_seed=True)])
                    for n in (SM, SIN)]),
 }
 
 PLOTS = {
     "depth": Plot("accuracy vs depth", [Points(
         "test accuracy by depth", ACCURACY, "depth (attention blocks)",
-        {n: [(d, sel(n, d)) for d in DEPTHS] for n in claims.PAPER},
-        logx=True, dodge=0.04, xticks=DEPTHS)], size=(6.5, 4.2)),
+        # Depth 8 from its own part, at the same `main` budget.
+        {n: [(d, sel(n, d)) for d in DEPTHS] + (
+            [(8, sel(n, 8, claims.DEPTH8_PART))]
+            if n in claims.study.DEPTH8 else []) for n in claims.PAPER},
+        logx=True, dodge=0.04, xticks=(*DEPTHS, 8))], size=(6.5, 4.2)),
     "saturation": Plot("gradient saturation over training", [
         *[Quantiles(f"{n}, depth {DEEPEST}", ylabel, sel(n, DEEPEST), prefix,
                     logy) for prefix, ylabel, logy in (
@@ -230,7 +217,8 @@ STUDY = studies.Study(
     paper="../shared/papers/periodic-softmax-wang2021.txt", spec=SPEC,
     parts={"main": ""},
     focus={claims.FOCUS: f"subset=focus,steps={claims.FOCUS_STEPS}",
-           claims.BD_PART: f"subset=breakdown,steps={claims.BD_STEPS}"},
+           claims.BD_PART: f"subset=breakdown,steps={claims.BD_STEPS}",
+           claims.DEPTH8_PART: "subset=depth8"},
     fields=("model.normalizer", "model.depth"),
     # Table 2's normalizers and the break-down group, in the part main.
     selections={"table2": {"part": "main",

@@ -9,7 +9,11 @@
 # seeds (27 runs, 22 run-minutes; measured: 21 runs in 9 minutes with
 # --parallel=2 on 2026-11-24, the 6 prenorm(cos_max) and
 # prenorm(sin_max_constant) runs in 11 minutes with --parallel=1 on
-# 2026-11-26). Then runs.csv, RESULTS.md and the plots in
+# 2026-11-26); focus part `depth8`: Table 2's pairs (softmax,
+# sin2_max_shifted, sin_softmax and their norm versions) at depth 8 for the
+# `main` 300 steps x 3 seeds (18 runs, 63 run-minutes, ~35 minutes with
+# --parallel=2 beside other jobs, measured 2026-11-28). Then runs.csv,
+# RESULTS.md and the plots in
 # experiments/periodic/ (or $OUT). FOCUS=focus / FOCUS=base: one set only.
 #
 #   bash experiments/periodic/run.sh                   # everything

@@ -16,7 +16,8 @@ per-layer diagnostics. ``scale=full``: the demo on CIFAR-100 (depth
 Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
 ``rotation`` (full: uniform|rot90|none), ``subset``: ``all``; ``focus``,
 ``FOCUS`` at depth 4 (part ``depth4_long``); ``breakdown``,
-``BREAKDOWN_1EP`` at depth 1 (part ``breakdown_1ep``).
+``BREAKDOWN_1EP`` at depth 1 (part ``breakdown_1ep``); ``depth8``,
+``DEPTH8`` at depth 8 (part ``depth8``).
 """
 
 from softattn import configlib
@@ -34,6 +35,10 @@ FOCUS = ["softmax", "sin_softmax", "sin2_max_shifted"]
 BREAKDOWN_1EP = ["sin_max_constant", "cos_max", "sin2_max", "siren_max",
                  "prenorm(siren_max)", *BREAKDOWN_PRENORM, "softmax",
                  "sin_softmax"]
+# Table 2's depth 8 (its deepest, where its gaps are largest) on the
+# reduced data at the `main` budget: the normalizers of its per-depth pairs.
+DEPTH8 = ["softmax", "sin2_max_shifted", "sin_softmax", "prenorm(softmax)",
+          "prenorm(sin2_max_shifted)", "prenorm(sin_softmax)"]
 # Readings of the paper's "random rotation 90°" (full scale only): uniform
 # in [-90°, 90°] as torchvision's RandomRotation(90) (*inferred*), a random
 # quarter turn, or none.
@@ -48,7 +53,8 @@ def prenorm(name):
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", seeds=0, steps=300, lr=0.0,
                           wd=1e-4, rotation="uniform", subset="all")
-  declaration.check_choices(a, subset=("all", "focus", "breakdown"),
+  declaration.check_choices(a, subset=("all", "focus", "breakdown",
+                                      "depth8"),
                             scale=declaration.SCALES, rotation=ROTATIONS)
   full = a.scale == "full"
   a.seeds = a.seeds or (1 if full else 3)
@@ -114,6 +120,8 @@ def get_sweep(arg=None):
     return _grid(4, FOCUS, a.seeds)
   if a.subset == "breakdown":
     return _grid(1, BREAKDOWN_1EP, a.seeds)
+  if a.subset == "depth8":
+    return _grid(8, DEPTH8, a.seeds)
   # The break-down group has Table 2's seeds: an event claim needs runs from
   # 3 seeds (one seed at several depths is not independent evidence).
   return grid.chain(_grid(depths(a), MAIN + [prenorm(n) for n in MAIN],

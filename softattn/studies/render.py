@@ -15,6 +15,8 @@ import json
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from softattn import paths
 from softattn.studies import claims as claims_lib
 from softattn.studies import stats
@@ -48,26 +50,38 @@ def fmt_summary(s: stats.Summary, declared: int, digits: int = 2,
 
 
 def cell(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric,
-         **kw) -> str:
-  """The table cell of ``metric`` over the runs ``where`` selects."""
+         per_seed: bool = False, **kw) -> str:
+  """The table cell of ``metric`` over the runs ``where`` selects.
+  ``per_seed``: for a selection that pools settings (depths, sizes), each
+  seed's runs are averaged first and the interval is over seeds, since runs
+  of one seed share init and data order (3 depths x 3 seeds are 3 draws,
+  not 9); a seed with an unfinished run is missing."""
   rs = select(runs, where)
   if rs and all(r.diverged for r in rs):
     return f"diverged ({len(rs)}/{len(rs)})"
-  return fmt_summary(stats.summarize([metric.of(r) if r.done else None
-                                      for r in rs]), len(rs),
+  vals = [metric.of(r) if r.done else None for r in rs]
+  if per_seed:
+    by_seed = {}
+    for r, v in zip(rs, vals):
+      by_seed.setdefault(r.seed, []).append(v)
+    vals = [None if None in v else float(np.mean(v))
+            for _, v in sorted(by_seed.items())]
+  return fmt_summary(stats.summarize(vals), len(vals),
                      digits=kw.pop("digits", metric.digits), **kw)
 
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
   """A table cell as data: ``metric`` over the runs ``where`` selects
-  (``fmt``: ``fmt_summary``'s digits / unit / scale / sci)."""
+  (``fmt``: ``fmt_summary``'s digits / unit / scale / sci; ``per_seed``:
+  see ``cell``)."""
   where: Mapping[str, Any]
   metric: Metric
   fmt: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  per_seed: bool = False
 
   def text(self, runs: Sequence[Run]) -> str:
-    return cell(runs, self.where, self.metric, **self.fmt)
+    return cell(runs, self.where, self.metric, self.per_seed, **self.fmt)
 
 
 @dataclasses.dataclass(frozen=True)
