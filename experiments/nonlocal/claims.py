@@ -255,10 +255,9 @@ def _claims() -> list[Claim]:
                 "count) do not grow with heads; only the per-head "
                 "softmax's N_h x HW^2 elementwise operations do, so any "
                 "multi-head NL counts more FLOPs than 1 head (ours: the "
-                "GFLOP columns above). The paper's "
-                "sentence is about memory and step time: "
-                "`t3.nl_memory_grows`, `t3.nl_memory_linear`, "
-                "`t3.nl_time_grows`"),)),
+                "GFLOP columns above). The paper's sentence is about "
+                "memory and step time: `t3.nl_memory_grows`, "
+                "`t3.nl_memory_linear`, `t3.nl_time_grows`"),)),
       *_table1("", lambda b, mode="base": sel(4, b, mode),
                helps=_nl_matters("t3.nl_helps", "4 heads, sigma 0.01, "
                                  "`main`")),
