@@ -75,6 +75,13 @@ def long(norm):
   return sel(norm, FOCUS_STEPS, FOCUS)
 
 
+def _cost_gap(**change):
+  """A recipe change's accuracy cost to softmax minus its cost to NSM-inf,
+  paired by seed: a gap of gaps (> 0: softmax loses more)."""
+  return ((1, sel(SM)), (-1, sel(SM, **change)), (-1, sel(INF)),
+          (1, sel(INF, **change)))
+
+
 # Measured on the runs with the decay (the no-decay runs shrink nothing).
 DECAY = Requirement("weight decay must act on the run: shrink the weights "
                     "by 10 % over it (the paper: 100 epochs)",
@@ -140,6 +147,8 @@ _END_REGIME = ("out of the reduced scale's regime: {what} ranks end points "
                "Table 1's (`t1.*`), only from a tenth of them on (10 "
                "epochs, ~4,700 steps of batch 128 here); the reduced runs "
                "stop at 2.6 epochs")
+_RESNET1202 = unavailable("ResNet-1202 on CIFAR-10: not available offline "
+                          "/ too costly")
 # Table 5's softmax side sweeps the score scale: no such runs here.
 T5_SM_RUNS = unavailable(_END_REGIME.format(what="Table 5") + "; the "
                          "softmax scaling-factor runs (a "
@@ -177,7 +186,7 @@ T1_PAIRS = (
 
 
 def _claims() -> list[Claim]:
-  c = [
+  return [
       # Fig. 3a: NSM ahead "when the number of epochs is small": every
       # budget we ran is small against its 100 epochs, so each claim covers
       # all four, judged at the main sweep's 200 steps (where Table 1's
@@ -214,10 +223,8 @@ def _claims() -> list[Claim]:
         for name, short, n in (("sqrt", "nsm-sqrtd", SQ),
                                ("inf", "nsm-inf", INF))],
       Claim("wd.costs_sm_more", "removing weight decay costs sm more than "
-            "nsm-inf", "Fig. 3b", "-3.81 vs -0.55", ACCURACY, terms=(
-                (1, sel(SM)), (-1, sel(SM, wd=0.0)), (-1, sel(INF)),
-                (1, sel(INF, wd=0.0))), relation=">",
-            min_budget=(DECAY,), section="wd"),
+            "nsm-inf", "Fig. 3b", "-3.81 vs -0.55", ACCURACY,
+            terms=_cost_gap(wd=0.0), min_budget=(DECAY,), section="wd"),
       Claim("wd.inf_gt_sm", "without weight decay nsm-inf > sm", "Fig. 3b",
             "87.46 vs 84.15", ACCURACY, sel(INF, wd=0.0), sel(SM, wd=0.0),
             ">", min_budget=(DECAY,), section="wd"),
@@ -343,8 +350,7 @@ def _claims() -> list[Claim]:
                 "to sweep"),)),
       Claim("fig2b.resnet1202", "the logits' softmax input std leaps early "
             "in a ResNet-1202", "Fig. 2b", "0.14 -> 1.31 at epoch 15", None,
-            min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
-                                    "offline / too costly"),)),
+            min_budget=(_RESNET1202,)),
       Claim("intro.heads_robust", "NSM is more robust to the number of "
             "heads (ViT-B, CIFAR-10)", "Sec. 1", "+4.63 % on average",
             None, min_budget=(unavailable(
@@ -354,20 +360,16 @@ def _claims() -> list[Claim]:
                 "scale"),)),
       # Fig. 3b's ablations "related to optimization" beside weight decay
       # (`wd.*`): a gap of gaps, as the decay's.
-      Claim("fig3b.optim_ablations", "without warmup softmax loses more "
-            "accuracy than nsm-inf (one of the optimization-related "
-            "techniques)", "Fig. 3b text",
-            "figure; softmax \"more sensitive to the training techniques "
-            "that are related to optimization\"", ACCURACY, terms=(
-                (1, sel(SM)), (-1, sel(SM, part=NO_WARMUP)), (-1, sel(INF)),
-                (1, sel(INF, part=NO_WARMUP))), relation=">", section="wd"),
-      Claim("fig3b.sgdm_ablation", "with SGDM instead of AdamW softmax "
-            "loses more accuracy than nsm-inf (the other optimization-"
-            "related technique)", "Fig. 3b text",
-            "figure; softmax \"more sensitive to the training techniques "
-            "that are related to optimization\"", ACCURACY, terms=(
-                (1, sel(SM)), (-1, sel(SM, part=SGDM)), (-1, sel(INF)),
-                (1, sel(INF, part=SGDM))), relation=">", section="wd"),
+      *[Claim(f"fig3b.{cid}", f"{change} softmax loses more accuracy than "
+              f"nsm-inf ({which})",
+              "Fig. 3b text", "figure; softmax \"more sensitive to the "
+              "training techniques that are related to optimization\"",
+              ACCURACY, terms=_cost_gap(part=part), section="wd")
+        for cid, change, which, part in (
+            ("optim_ablations", "without warmup",
+             "one of the optimization-related techniques", NO_WARMUP),
+            ("sgdm_ablation", "with SGDM instead of AdamW",
+             "the other optimization-related technique", SGDM))],
       Claim("fig3b.augment_alike", "without strong data augmentation "
             "softmax and NSM drop alike (~)", "Fig. 3b text",
             "\"the same robustness against the training recipe for data "
@@ -377,8 +379,7 @@ def _claims() -> list[Claim]:
                 "no strong augmentation to remove"),)),
       Claim("fig6.resnet1202_accuracy", "NSM trains a ResNet-1202 faster "
             "and to a better accuracy", "Fig. 6", "figure", None,
-            min_budget=(unavailable("ResNet-1202 on CIFAR-10: not available "
-                                    "offline / too costly"),)),
+            min_budget=(_RESNET1202,)),
       Claim("fig7.tau", "tau = 1 is best for both NSM-inf and NSM-sqrtd; "
             "below 1 NSM-inf is more stable, above 1 NSM-sqrtd is better",
             "Fig. 7", "figure", None, min_budget=(unavailable(
@@ -397,7 +398,6 @@ def _claims() -> list[Claim]:
                                     "image-classification codebase (no "
                                     "text data or seq2seq model)"),)),
   ]
-  return c
 
 
 # Where in training each claim is judged, from the paper's wording (the

@@ -55,11 +55,8 @@ def decay_shrink(run) -> float | None:
 def std_depth_order(run):
   """1 when the mean softmax-input std over the run falls with depth from
   the second layer on (Fig. 2a's "except L1"), else 0."""
-  means = [float(v.mean())
-           for v in studies.layer_curves(run, "score_std", 2)][1:]
-  if len(means) < 2:
-    return None
-  return float(all(a > b for a, b in zip(means, means[1:])))
+  means = [v.mean() for v in studies.layer_curves(run, "score_std", 2)][1:]
+  return float(np.all(np.diff(means) < 0)) if len(means) > 1 else None
 
 
 def _top_cap(k: int) -> float:
@@ -70,19 +67,15 @@ def _top_cap(k: int) -> float:
 
 
 def _mean_entropy(runs, where):
-  """(steps, attention entropy averaged over layers, then over the seeds)
-  of the finished runs ``where`` selects, on the steps they all logged."""
-  curves = []
-  for r in studies.select(runs, where):
-    keys = r.keys("diag/", "/attn_entropy") if r.done else []
-    layers = [r.curve(k) for k in keys]
-    if layers:
-      steps = set.intersection(*[set(s.tolist()) for s, _ in layers])
-      curves.append({t: np.mean([v[s == t][0] for s, v in layers])
-                     for t in steps})
-  common = sorted(set.intersection(*[set(c) for c in curves])) if curves \
-      else []
-  return common, [np.mean([c[t] for c in curves]) for t in common]
+  """(steps, attention entropy averaged over the layers of the finished
+  runs ``where`` selects, one model: over layers, then seeds) on the steps
+  they all logged."""
+  curves = [r.curve(k) for r in studies.select(runs, where) if r.done
+            for k in r.keys("diag/", "/attn_entropy")]
+  if not curves:
+    return [], []
+  common = sorted(set.intersection(*[set(s.tolist()) for s, _ in curves]))
+  return common, [np.mean([v[s == t][0] for s, v in curves]) for t in common]
 
 
 def entropy_cross(runs, _verdicts) -> str:
@@ -183,9 +176,7 @@ STUDY = studies.Study(
     name="normsoftmax",
     title="NormSoftmax (Jiang et al. 2023): reproduction at reduced scale",
     paper="../shared/papers/normsoftmax-jiang2023.txt", spec=claims.SPEC,
-    parts={"attention": "part=attention", "loss": "part=loss",
-           "loss_softmax": "part=loss_softmax",
-           "loss_logitnorm": "part=loss_logitnorm"},
+    parts={p: f"part={p}" for p in claims.study.PARTS},
     focus={FOCUS: f"part=attention,subset=focus,steps={FOCUS_STEPS}",
            # Table 4's four rows at 2 epochs (claims.LOSS_LONG).
            "loss_2ep": f"part=loss,{TWO_EPOCHS}",
@@ -198,15 +189,13 @@ STUDY = studies.Study(
             "loss.gamma"),
     values={"decay_shrink": decay_shrink,
             # Per layer (curves of 2+ points), mean over layers.
-            "entropy_range": studies.per_layer(
-                "attn_entropy", lambda v: v.max() - v.min(), 2),
-            "entropy_end": studies.per_layer(
-                "attn_entropy", lambda v: v[-1], 2),
-            "std_growth": studies.per_layer(
-                "score_std", lambda v: v[-1] / v[0] if v[0] > 0 else None, 2),
-            "std_fall": studies.per_layer(
-                "score_std", lambda v: v.max() / v[-1] if v[-1] > 0 else None,
-                2),
+            **{name: studies.per_layer(metric, fn, 2) for name, metric, fn in (
+                ("entropy_range", "attn_entropy", lambda v: v.max() - v.min()),
+                ("entropy_end", "attn_entropy", lambda v: v[-1]),
+                ("std_growth", "score_std",
+                 lambda v: v[-1] / v[0] if v[0] > 0 else None),
+                ("std_fall", "score_std",
+                 lambda v: v.max() / v[-1] if v[-1] > 0 else None))},
             "std_depth_order": std_depth_order, "step_ms": studies.step_ms},
     series=("train/diag/*score_std", "train/diag/*attn_entropy"),
     claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts=FACTS)

@@ -35,7 +35,12 @@ MAIN = [SM, NSM_SQRT, NSM_INF]
 VARIANTS = ["normsoftmax_learnable", "normsoftmax_inverse(gamma=sqrt_d)",
             "normsoftmax(gamma=1)", "normsoftmax(gamma=0.5*sqrt_d)",
             "normsoftmax(gamma=2*sqrt_d)", "logitnorm"]
-PARTS = ("attention", "loss", "loss_softmax", "loss_logitnorm")
+# Each loss part's loss (Table 4's rows; the NSM loss's gamma is swept).
+LOSSES = {"loss": {"name": "normsoftmax_xent", "gamma": float("inf")},
+          "loss_softmax": {"name": "softmax_xent"},
+          "loss_logitnorm": {"name": "normalized_xent",
+                             "normalizer": "logitnorm"}}
+PARTS = ("attention", *LOSSES)
 # Fig. 3b's optimization ablations beside weight decay (softmax and NSM-inf
 # at the main sweep's longest budget): no learning-rate warmup, or SGD with
 # momentum 0.9 in place of AdamW. The paper names no SGDM learning rate, so
@@ -72,78 +77,55 @@ def _arg(arg):
 def _budgets(a):
   """(length field, values) of the acceleration sweep (full, ViT:
   *inferred*, Fig. 3a's x-axis values are not in the text)."""
-  if a.part != "attention":
-    return ("num_epochs", [20, 45, 90, 180]) if a.scale == "full" else \
-        ("total_steps", [150])
-  return ("num_epochs", [10, 25, 50, 100]) if a.scale == "full" else \
-      ("total_steps", [50, 100, 200])
+  vit = a.part == "attention"
+  if a.scale == "full":
+    return "num_epochs", [10, 25, 50, 100] if vit else [20, 45, 90, 180]
+  return "total_steps", [50, 100, 200] if vit else [150]
 
 
-def _reduced_vit():
-  c = declaration.config_from_file("../../configs/quickstart.py",
-                                   "steps=200,batch=128,width=64,depth=4",
-                                   relative_to=__file__)
-  c.optimizer.weight_decay = 0.1
-  c.schedule.base_lr = 1e-3
-  c.loss.label_smoothing = 0.1
-  c.log_every = 10
-  c.eval_every = 50
-  c.checkpoint_every = 200
-  c.keep_checkpoints = 1
+def _vit(full):
+  if full:
+    c = declaration.config_from_file("../../configs/cifar10_vit.py",
+                                     relative_to=__file__)
+  else:
+    c = declaration.config_from_file("../../configs/quickstart.py",
+                                     "steps=200,batch=128,width=64,depth=4",
+                                     relative_to=__file__)
+    c.optimizer.weight_decay = 0.1
+    c.schedule.base_lr = 1e-3
+    c.loss.label_smoothing = 0.1
+    c.checkpoint_every = 200
+    c.keep_checkpoints = 1
   c.diagnostics = True    # score std / entropy per layer: Figs. 2a and 4
   return c
 
 
-def _reduced_resnet():
+def _resnet(full):
+  if full:
+    return declaration.config_from_file("../../configs/imagenet_resnet50.py",
+                                        "loss=softmax_xent,gamma=inf",
+                                        relative_to=__file__)
   c = declaration.image_config(
       "fashion_mnist", "resize(16)|flip_lr|value_range(-1, 1)",
       "resize(16)|value_range(-1, 1)", shuffle_buffer=10_000, total_steps=150,
-      batch_size=64)
-  c.model_name = "preresnet"
+      batch_size=64, model_name="preresnet", log_every=10, eval_every=50,
+      checkpoint_every=150, keep_checkpoints=1, diagnostics=False)
   c.model.depth = 20
-  c.optimizer.name = "sgd"
-  c.optimizer.momentum = 0.9
-  c.optimizer.nesterov = False
-  c.optimizer.weight_decay = 1e-4
-  c.schedule.name = "warmup_cosine"
-  c.schedule.base_lr = 0.1
-  c.schedule.warmup_steps = 10
-  c.log_every = 10
-  c.eval_every = 50
-  c.checkpoint_every = 150
-  c.keep_checkpoints = 1
-  c.diagnostics = False
+  c.optimizer.update(name="sgd", momentum=0.9, nesterov=False,
+                     weight_decay=1e-4)
+  c.schedule.update(name="warmup_cosine", base_lr=0.1, warmup_steps=10)
   c.eval.batch_size = 1000
   return c
 
 
 def get_config(arg=None):
   a = _arg(arg)
-  full = a.scale == "full"
   if a.part == "attention":
-    if full:
-      c = declaration.config_from_file("../../configs/cifar10_vit.py",
-                                       relative_to=__file__)
-      c.diagnostics = True
-    else:
-      c = _reduced_vit()
-  else:
-    if full:
-      c = declaration.config_from_file("../../configs/imagenet_resnet50.py",
-                                       "loss=softmax_xent,gamma=inf",
-                                       relative_to=__file__)
-    else:
-      c = _reduced_resnet()
-    if a.part == "loss":
-      c.loss.name = "normsoftmax_xent"
-      c.loss.gamma = float("inf")
-    else:
-      c.loss.name = "softmax_xent"
-      if "gamma" in c.loss:
-        del c.loss["gamma"]
-      if a.part == "loss_logitnorm":
-        c.loss.name = "normalized_xent"
-        c.loss.normalizer = "logitnorm"
+    return _vit(a.scale == "full")
+  c = _resnet(a.scale == "full")
+  if a.part != "loss" and "gamma" in c.loss:
+    del c.loss["gamma"]    # these losses take no gamma
+  c.loss.update(LOSSES[a.part])
   return c
 
 
@@ -159,7 +141,7 @@ def get_sweep(arg=None):
   a = _arg(arg)
   field, budgets = _budgets(a)
   seeds = grid.sweep("seed", list(range(a.seeds)))
-  longest = grid.fixed(field, budgets[-1])
+  norms = lambda names: grid.sweep("model.normalizer", names)
   if a.part != "attention":
     # One budget (reduced): left to the base config, so --set can shorten it.
     lengths = grid.sweep(field, budgets) if len(budgets) > 1 else [{}]
@@ -170,15 +152,16 @@ def get_sweep(arg=None):
               else [{}])
     return grid.product(losses, lengths, seeds)
   if a.subset == "focus":
-    return grid.product(grid.sweep("model.normalizer", MAIN),
-                        _focus_length(a.steps, 10), seeds)
-  if a.subset in ABLATIONS:   # as `no_wd`, with the recipe change instead
-    return grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]),
-                        longest, [ABLATIONS[a.subset]], seeds)
-  accel = grid.product(grid.sweep("model.normalizer", MAIN),
-                       grid.sweep(field, budgets), seeds)
-  no_wd = grid.product(grid.sweep("model.normalizer", [SM, NSM_INF]), longest,
-                       grid.fixed("optimizer.weight_decay", 0.0), seeds)
-  variants = grid.product(grid.sweep("model.normalizer", VARIANTS), longest,
-                          grid.sweep("seed", list(range(a.variant_seeds))))
-  return grid.chain(accel, no_wd, variants)
+    return grid.product(norms(MAIN), _focus_length(a.steps, 10), seeds)
+  longest = grid.fixed(field, budgets[-1])
+  # softmax and NSM-inf at the longest budget with one recipe change: no
+  # weight decay (main sweep), or an ablation subset.
+  changed = lambda change: grid.product(norms([SM, NSM_INF]), longest,
+                                        [change], seeds)
+  if a.subset in ABLATIONS:
+    return changed(ABLATIONS[a.subset])
+  return grid.chain(
+      grid.product(norms(MAIN), grid.sweep(field, budgets), seeds),
+      changed({"optimizer.weight_decay": 0.0}),
+      grid.product(norms(VARIANTS), longest,
+                   grid.sweep("seed", list(range(a.variant_seeds)))))
