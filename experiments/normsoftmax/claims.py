@@ -62,7 +62,6 @@ ENTROPY_END = Metric("attention entropy at the last log (nats)",
                      "value/entropy_end", digits=3)
 STD_DEPTH_ORDER = Metric("have layer 2..L std decreasing with depth",
                          "value/std_depth_order")
-STEP_MS = studies.STEP_MS
 
 
 def sel(norm, steps=200, part="attention", wd=0.1):

@@ -125,7 +125,7 @@ TABLES = {
                       *[Cell(where, m) for m in (
                           claims.STD_GROWTH, claims.STD_FALL,
                           claims.ENTROPY_RANGE, claims.ENTROPY_END,
-                          claims.STEP_MS)]])
+                          studies.STEP_MS)]])
                    # Every budget: four diagnostics claims cover them all.
                    for n in MAIN for where in (
                        *[sel(n, b) for b in claims.BUDGETS], long(n))]),
