@@ -67,9 +67,9 @@ def _top_cap(k: int) -> float:
 
 
 def _mean_entropy(runs, where):
-  """(steps, attention entropy averaged over the layers of the finished
-  runs ``where`` selects, one model: over layers, then seeds) on the steps
-  they all logged."""
+  """(steps, attention entropy averaged over every layer of the finished
+  runs ``where`` selects: one model, so the mean over layers, then seeds)
+  on the steps they all logged."""
   curves = [r.curve(k) for r in studies.select(runs, where) if r.done
             for k in r.keys("diag/", "/attn_entropy")]
   if not curves:
