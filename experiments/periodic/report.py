@@ -128,8 +128,8 @@ TABLES = {
                  for d in depths]),
     # Pooled over depths: one value per seed (``per_seed``).
     "sat": Table(["normalizer", "saturated fraction", "median n|dw/ds|"],
-                 [(n, [Cell(sel(n), claims.SATURATED, per_seed=True),
-                       Cell(sel(n), claims.LGRAD, per_seed=True)])
+                 [(n, [Cell(sel(n), m, per_seed=True)
+                       for m in (claims.SATURATED, claims.LGRAD)])
                   for n in (SM, SIN)]),
     "fig7": Table(["normalizer", "border share"],
                   [(n, [Cell(sel(n), claims.BORDER, per_seed=True)])
@@ -217,11 +217,8 @@ STUDY = studies.Study(
            claims.DEPTH8_PART: "subset=depth8"},
     fields=("model.normalizer", "model.depth"),
     # Table 2's normalizers and the break-down group, in the part main.
-    selections={"table2": {"part": "main",
-                           "model.normalizer": tuple(claims.PAPER)},
-                "breakdown": {"part": "main", "model.normalizer": (
-                    *claims.study.BREAKDOWN,
-                    *claims.study.BREAKDOWN_PRENORM)}},
+    selections={"table2": sel(tuple(claims.PAPER)), "breakdown": sel((
+        *claims.study.BREAKDOWN, *claims.study.BREAKDOWN_PRENORM))},
     values={"broke_down": broke_down, "break_step": break_step,
             "grad_saturation": studies.per_layer("grad_saturation"),
             "lgrad_q50": studies.per_layer("lgrad_q50"),
