@@ -75,6 +75,7 @@ LGRAD = Metric("median n|dw/ds|", "value/lgrad_q50", digits=4)
 NORMAL_TAIL = 2.3263 / 1.2816
 TAIL = Metric("input tail ratio (q99 - q01) / (q90 - q10)",
               "value/score_tail_ratio", digits=3)
+BY_DEPTH = ("model.depth", "seed")    # pairs of a claim over all depths
 BORDER = Metric("attention share on border tokens", "value/border_share",
                 digits=3)
 
@@ -86,9 +87,8 @@ def sel(norm, depth=None, part="main"):
   return out
 
 
-def _paper_at(norm, depth):
-  p = PAPER.get(norm)
-  return "breaks down" if p is None else f"{p[PAPER_DEPTHS.index(depth)]}"
+def paper(norm, depth):
+  return PAPER[norm][PAPER_DEPTHS.index(depth)]
 
 
 # Table 2's per-depth pairs: (id, a, b, note); each claim's direction is
@@ -100,36 +100,38 @@ T2_PAIRS = ((f"{SIN2}_gt_softmax", SIN2, SM, ""),
             (f"prenorm_{SIN2}", pre(SIN2), SIN2, " (Table 2 cell)"))
 
 
-def _t2_rel(a, b, depth):
-  i = PAPER_DEPTHS.index(depth)
-  return "<" if PAPER[a][i] < PAPER[b][i] else ">"
+def _t2(cid, a, b, d, tag, words="", part="main", note=""):
+  """Table 2's pair ``a`` vs ``b`` at depth ``d`` in ``part``."""
+  rel = "<" if paper(a, d) < paper(b, d) else ">"
+  return Claim(f"t2.{cid}.{tag}", f"depth {d}{words}: {a} {rel} {b}{note}",
+               "Table 2", f"{paper(a, d)} vs {paper(b, d)}", ACCURACY,
+               sel(a, d, part), sel(b, d, part), rel, section="t2")
 
 
-def paper_mean(depth):
-  return float(np.mean([PAPER[n][PAPER_DEPTHS.index(depth)] for n in TREND]))
+def _bd(cid, norm, text, ref, value, relation="all", needs=(), more=()):
+  """A break-down count (``BROKE``) of ``norm``, judged at depth 1 for an
+  epoch, covering every `main` depth (and ``more``); ``needs``: what it
+  requires besides ``EARLY_STAGES``."""
+  return Claim(f"bd.{cid}", text, ref, value, BROKE, sel(norm, part=BD_PART),
+               relation=relation, min_budget=(*needs, EARLY_STAGES),
+               covers=(*BD_COVERS, *more), section="bd")
 
 
 def _claims() -> list[Claim]:
-  c = []
   # Each depth follows its own Table 2 cell (at depth 4 the norm versions
   # of sin_softmax and sin2_max_shifted are ahead); Sec. 4's text reading is
   # the pooled claim below.
-  for d in DEPTHS:
-    for cid, a, b, note in T2_PAIRS:
-      rel = _t2_rel(a, b, d)
-      c.append(Claim(f"t2.{cid}.d{d}", f"depth {d}: {a} {rel} {b}{note}",
-                     "Table 2", f"{_paper_at(a, d)} vs {_paper_at(b, d)}",
-                     ACCURACY, sel(a, d), sel(b, d), rel, section="t2"))
+  c = [_t2(cid, a, b, d, f"d{d}", note=note)
+       for d in DEPTHS for cid, a, b, note in T2_PAIRS]
   # Sec. 4: sin2-max-shifted and sin-softmax "cannot get benefits from
   # pre-normalization ... [their norm versions] decrease slightly": read
   # once, over all depths, since Table 2's own depth-4 cells disagree.
-  for n in (SIN, SIN2):
-    c.append(Claim(f"t2.prenorm_{n}_lower", f"prenorm({n}) < {n}, all "
-                   "depths paired by depth and seed (Sec. 4 text; Table 2's "
-                   "depth-4 cell runs the other way)", "Sec. 4 text",
-                   "\"cannot get benefits from pre-normalization ... "
-                   "decrease slightly\"", ACCURACY, sel(pre(n)), sel(n), "<",
-                   pair_by=("model.depth", "seed"), section="t2"))
+  c += [Claim(f"t2.prenorm_{n}_lower", f"prenorm({n}) < {n}, all depths "
+              "paired by depth and seed (Sec. 4 text; Table 2's depth-4 cell "
+              "runs the other way)", "Sec. 4 text", "\"cannot get benefits "
+              "from pre-normalization ... decrease slightly\"", ACCURACY,
+              sel(pre(n)), sel(n), "<", pair_by=BY_DEPTH, section="t2")
+        for n in (SIN, SIN2)]
   # Table 2's end points at our longer budgets, each its own row: every
   # per-depth pair whose both arms ran in the longer part (same seeds) is
   # judged there too, at that part's depth: depth 4 for 1500 steps
@@ -137,30 +139,24 @@ def _claims() -> list[Claim]:
   # for an epoch (`breakdown_1ep`: sin_softmax vs softmax; the other
   # depth-1 pairs have an arm that did not run there). Depth 8, Table 2's
   # deepest, ran in a part of its own at the `main` budget (every pair).
-  for part, d, tag, words, ran in (
-      (FOCUS, 4, f"d4_{FOCUS_STEPS}", f"{FOCUS_STEPS} steps", study.FOCUS),
-      (BD_PART, 1, "d1_1ep", "1 epoch", study.BREAKDOWN_1EP),
-      (DEPTH8_PART, 8, "d8", f"{MAIN_STEPS} steps", study.DEPTH8)):
-    for cid, a, b, _ in T2_PAIRS:
-      if a in ran and b in ran:
-        rel = _t2_rel(a, b, d)
-        c.append(Claim(f"t2.{cid}.{tag}", f"depth {d}, {words}: {a} {rel} "
-                       f"{b}", "Table 2", f"{_paper_at(a, d)} vs "
-                       f"{_paper_at(b, d)}", ACCURACY, sel(a, d, part),
-                       sel(b, d, part), rel, section="t2"))
+  c += [_t2(cid, a, b, d, tag, f", {words}", part)
+        for part, d, tag, words, ran in (
+            (FOCUS, 4, f"d4_{FOCUS_STEPS}", f"{FOCUS_STEPS} steps",
+             study.FOCUS),
+            (BD_PART, 1, "d1_1ep", "1 epoch", study.BREAKDOWN_1EP),
+            (DEPTH8_PART, 8, "d8", f"{MAIN_STEPS} steps", study.DEPTH8))
+        for cid, a, b, _ in T2_PAIRS if a in ran and b in ran]
   c += [
       Claim("t2.depth_helps_softmax", "softmax accuracy rises with depth "
             "(depth 4 > depth 1)", "Table 2", "67.01 vs 52.67", ACCURACY,
             sel(SM, 4), sel(SM, 1), ">", section="trend"),
       Claim("t2.depth_helps", "accuracy rises with depth: depth 4 > depth 1, "
             f"pooled over {', '.join(TREND)}, paired by normalizer and seed",
-            "Table 2", f"{paper_mean(4):.2f} vs {paper_mean(1):.2f} (mean "
-            "of those rows)", ACCURACY,
-            {"part": "main", "model.normalizer": tuple(TREND),
-             "model.depth": 4},
-            {"part": "main", "model.normalizer": tuple(TREND),
-             "model.depth": 1}, ">", pair_by=("model.normalizer", "seed"),
-            section="trend"),
+            "Table 2", " vs ".join(
+                f"{np.mean([paper(n, d) for n in TREND]):.2f}" for d in (4, 1))
+            + " (mean of those rows)", ACCURACY,
+            sel(tuple(TREND), 4), sel(tuple(TREND), 1), ">",
+            pair_by=("model.normalizer", "seed"), section="trend"),
       Claim("t2.gain_grows_with_depth", "sin_softmax's gain over softmax "
             "grows with depth (gap at 4 > gap at 1)", "Table 2",
             "+5.38 vs +1.97", ACCURACY, terms=(
@@ -168,10 +164,8 @@ def _claims() -> list[Claim]:
                 (1, sel(SM, 1))), relation=">", section="trend"),
       # One claim per normalizer: pooled, two that never break and one
       # that always does would read as "mixed".
-      *[Claim(f"bd.early_breakdown.{n}", f"{n} breaks down ({BD_WHERE})",
-              "Table 2 caption", "\"breaks down in the early stages\"",
-              BROKE, sel(n, part=BD_PART), relation="all",
-              min_budget=(EARLY_STAGES,), covers=BD_COVERS, section="bd")
+      *[_bd(f"early_breakdown.{n}", n, f"{n} breaks down ({BD_WHERE})",
+            "Table 2 caption", "\"breaks down in the early stages\"")
         for n in study.BREAKDOWN],
       # Sec. 4: cos_max's and sin_max_constant's drawbacks "cannot be
       # optimized by pre-normalization": their norm versions break down too
@@ -179,62 +173,50 @@ def _claims() -> list[Claim]:
       # break-down presupposes one: unless the plain version's own
       # break-down claim is confirmed, there is nothing to fix and the
       # norm version's count says nothing about the sentence.
-      *[Claim(f"bd.prenorm_still_breaks.{n}", f"{pre(n)} breaks down too "
-              f"({BD_WHERE})", "Sec. 4 text",
-              "\"cannot be optimized by pre-normalization\"", BROKE,
-              sel(pre(n), part=BD_PART), relation="all",
-              min_budget=(precondition(
-                  f"bd.early_breakdown.{n}", "\"cannot be optimized by "
-                  f"pre-normalization\" presupposes that {n} itself breaks "
-                  "down"), EARLY_STAGES), covers=BD_COVERS, section="bd")
+      *[_bd(f"prenorm_still_breaks.{n}", pre(n), f"{pre(n)} breaks down too "
+            f"({BD_WHERE})", "Sec. 4 text",
+            "\"cannot be optimized by pre-normalization\"", needs=[
+                precondition(f"bd.early_breakdown.{n}", "\"cannot be "
+                             "optimized by pre-normalization\" presupposes "
+                             f"that {n} itself breaks down")])
         for n in ("cos_max", "sin_max_constant")],
-      Claim("bd.siren_max", f"siren_max breaks down ({BD_WHERE})",
-            "Table 2", "breaks down", BROKE, sel("siren_max", part=BD_PART),
-            relation="all", min_budget=(EARLY_STAGES,), covers=BD_COVERS,
-            section="bd"),
+      _bd("siren_max", "siren_max", f"siren_max breaks down ({BD_WHERE})",
+          "Table 2", "breaks down"),
       # Table 2 sets the trained norm version against the plain one that
       # breaks down: without siren_max's own break-down, a norm version
       # that trains is what every normalizer here does, not a rescue.
-      Claim("bd.prenorm_siren_trains", "prenorm(siren_max) does not break "
-            f"down ({BD_WHERE})", "Table 2", "55.19 .. 84.70",
-            BROKE, sel(pre("siren_max"), part=BD_PART), relation="none",
-            min_budget=(precondition(
-                "bd.siren_max", "Table 2's trained prenorm(siren_max) "
-                "against a siren_max that breaks down presupposes that "
-                "siren_max itself breaks down"), EARLY_STAGES),
-            covers=BD_COVERS, section="bd"),
+      _bd("prenorm_siren_trains", pre("siren_max"), "prenorm(siren_max) "
+          f"does not break down ({BD_WHERE})", "Table 2", "55.19 .. 84.70",
+          "none", [precondition(
+              "bd.siren_max", "Table 2's trained prenorm(siren_max) against "
+              "a siren_max that breaks down presupposes that siren_max "
+              "itself breaks down")]),
       Claim("bd.prenorm_siren_performs_well", "prenorm(siren_max) performs "
             "well: > softmax (all depths, paired by depth and seed)",
             "Table 2", "55.19/59.62/73.25 vs 52.67/58.21/67.01", ACCURACY,
-            sel(pre("siren_max")), sel(SM), ">",
-            pair_by=("model.depth", "seed"), section="bd"),
+            sel(pre("siren_max")), sel(SM), ">", pair_by=BY_DEPTH,
+            section="bd"),
       Claim("bd.prenorm_helps_siren", "pre-normalization helps siren_max: "
             "prenorm(siren_max) > siren_max (all depths, paired by depth "
             "and seed)", "Sec. 4 text", "\"helps Siren-max avoid the "
             "gradient jump points\"", ACCURACY, sel(pre("siren_max")),
-            sel("siren_max"), ">", pair_by=("model.depth", "seed"),
-            section="bd"),
-      Claim("bd.stable", "softmax and sin_softmax do not break down "
-            f"({BD_WHERE}, and `{FOCUS}`)", "Table 2", "no break-down",
-            BROKE, {"part": BD_PART, "model.normalizer": (SM, SIN)},
-            relation="none", min_budget=(EARLY_STAGES,), covers=(
-                *BD_COVERS, (f"depth 4, {FOCUS_STEPS} steps (`{FOCUS}`)",
-                             {"part": FOCUS, "model.depth": 4})),
-            section="bd"),
+            sel("siren_max"), ">", pair_by=BY_DEPTH, section="bd"),
+      _bd("stable", (SM, SIN), "softmax and sin_softmax do not break down "
+          f"({BD_WHERE}, and `{FOCUS}`)", "Table 2", "no break-down", "none",
+          more=[(f"depth 4, {FOCUS_STEPS} steps (`{FOCUS}`)",
+                 {"part": FOCUS, "model.depth": 4})]),
       Claim("sat.softmax_saturates_more", "softmax saturates more than "
             "sin_softmax (fraction of local gradients < 1e-3/n)", "Sec. 4, "
             "Fig. 6", "softmax's gradient vanishes for large inputs",
-            SATURATED, sel(SM), sel(SIN), ">",
-            pair_by=("model.depth", "seed"), covers=EARLY_COVERS,
-            section="sat"),
+            SATURATED, sel(SM), sel(SIN), ">", pair_by=BY_DEPTH,
+            covers=EARLY_COVERS, section="sat"),
       # "Most are very small" <=> the median is: below a tenth of a
       # uniform row's (our threshold, a generous reading of "very small").
       Claim("sat.softmax_mostly_small", "most of softmax's local gradients "
             "are very small: median n|dw/ds| < 0.1 (uniform row: 1)",
             "Sec. 4, Fig. 6", "\"most of the gradient of Softmax are very "
             "small\"", LGRAD, sel(SM), relation="<", target=0.1,
-            pair_by=("model.depth", "seed"), covers=EARLY_COVERS,
-            section="sat"),
+            pair_by=BY_DEPTH, covers=EARLY_COVERS, section="sat"),
       # Fig. 2 shows the pooled softmax inputs, "not strictly normally
       # distributed", some "exceed[ing] the expected value range": heavier
       # tails than a normal's, by a quantile ratio (a moment ratio would
@@ -243,10 +225,9 @@ def _claims() -> list[Claim]:
             f"tails than a normal: (q99 - q01) / (q90 - q10) > "
             f"{NORMAL_TAIL:.3f} (the normal's; our inputs are "
             "ReLU(q).ReLU(k)/sqrt(d) >= 0, so skewed by construction)",
-            "Fig. 2, Sec. 3",
-            "\"not strictly normally distributed\"", TAIL, sel(SM),
-            relation=">", target=NORMAL_TAIL,
-            pair_by=("model.depth", "seed"), section="sat"),
+            "Fig. 2, Sec. 3", "\"not strictly normally distributed\"", TAIL,
+            sel(SM), relation=">", target=NORMAL_TAIL, pair_by=BY_DEPTH,
+            section="sat"),
       # A fraction is >= 0 by construction, so "> 0" can be confirmed
       # (by any saturated entry at all) but never contradicted: a test
       # with one possible answer is no test. sin_softmax, which the paper
@@ -256,7 +237,7 @@ def _claims() -> list[Claim]:
             "saturation area: saturated fraction > 0", "Fig. 2, Sec. 3",
             "\"always a part of the input stuck in the saturation area\"",
             SATURATED, sel(SM), relation=">", target=0.0,
-            pair_by=("model.depth", "seed"), min_budget=(unavailable(
+            pair_by=BY_DEPTH, min_budget=(unavailable(
                 "a claim that cannot fail: the saturated fraction is >= 0 "
                 "by construction, so no outcome of a test against 0 could "
                 "contradict it, and any saturated entry confirms it "
@@ -266,16 +247,15 @@ def _claims() -> list[Claim]:
       Claim("sat.softmax_smaller_gradient", "softmax's typical local "
             "gradient is smaller than sin_softmax's", "Sec. 3, Fig. 4",
             "softmax saturates; sin_softmax \"compress[es] the input into "
-            "the well performed region\"", LGRAD,
-            sel(SM), sel(SIN), "<", pair_by=("model.depth", "seed"),
-            section="sat"),
+            "the well performed region\"", LGRAD, sel(SM), sel(SIN), "<",
+            pair_by=BY_DEPTH, section="sat"),
       # The paper's "boundary" is between object and content; our 4x4
       # token grid has no object mask, and the frame share in the Fig. 7
       # section measures a different thing, so it gets no verdict.
       Claim("fig7.boundary", "softmax attention is trapped on the "
             "object/content boundary more than sin_softmax's", "Fig. 7",
             "qualitative maps", BORDER, sel(SM), sel(SIN), ">",
-            pair_by=("model.depth", "seed"), min_budget=(unavailable(
+            pair_by=BY_DEPTH, min_budget=(unavailable(
                 "needs the object/content boundary of each image (no masks "
                 "for Fashion-MNIST; 16 tokens of 7x7 pixels); the table "
                 "above measures attention on the image frame instead"),),
@@ -286,11 +266,10 @@ def _claims() -> list[Claim]:
           "in the `sat.*` claims"),), section="formula")
         for cid, text, ref, value in FORMULA],
       Claim("t2.depth8_cifar100", "the ordering holds at depth 8 on "
-            "CIFAR-100", "Table 2", "85.14 vs 81.12", None,
-            min_budget=(unavailable(
-                "no CIFAR-100 offline (`sweep.py:scale=full` declares it); "
-                "depth 8 on Fashion-MNIST is judged in the `t2.*.d8` rows"),
-                        )),
+            "CIFAR-100", "Table 2", "85.14 vs 81.12", None, min_budget=(
+                unavailable("no CIFAR-100 offline (`sweep.py:scale=full` "
+                            "declares it); depth 8 on Fashion-MNIST is judged "
+                            "in the `t2.*.d8` rows"),)),
   ]
   return c
 
@@ -320,40 +299,38 @@ _CENSORED = (": a break-down at any of our lengths is one; its absence "
              "censored")
 _T2 = ("Table 2: end points after the paper's 50 epochs, read at the "
        "budget the claim names (an early-training reading)")
+_EARLY = (MAIN_STEPS, BD_STEPS)       # up to the first epoch
 BUDGET_TABLE = (
     ("t2.depth8_cifar100", Budget((), "Table 2's depth 8 on CIFAR-100: "
                                   "not run here (see the reason)")),
-    ("t2.*.d4_*", Budget((FOCUS_STEPS,), _T2 + f": depth 4 at our longest, "
+    ("t2.*.d4_*", Budget((FOCUS_STEPS,), f"{_T2}: depth 4 at our longest, "
                          f"{FOCUS_STEPS} steps")),
-    ("t2.*.d1_1ep", Budget((BD_STEPS,), _T2 + f": depth 1 at our longest, "
+    ("t2.*.d1_1ep", Budget((BD_STEPS,), f"{_T2}: depth 1 at our longest, "
                            f"1 epoch (`{BD_PART}`, {BD_STEPS} steps)")),
-    ("t2.*.d8", Budget((MAIN_STEPS,), _T2 + f": depth 8 at the `main` "
+    ("t2.*.d8", Budget((MAIN_STEPS,), f"{_T2}: depth 8 at the `main` "
                        f"{MAIN_STEPS} steps (`{DEPTH8_PART}`)")),
-    ("t2.*", Budget((MAIN_STEPS,), _T2 + f": the `main` {MAIN_STEPS} "
-                    "steps")),
-    ("bd.stable", Budget((MAIN_STEPS, BD_STEPS, FOCUS_STEPS), "Table 2 "
-                         "caption: break-downs happen \"in the early "
-                         f"stages\"{_CENSORED}")),
-    ("bd.*break*", Budget((MAIN_STEPS, BD_STEPS), "Table 2 caption: "
-                          f"\"breaks down in the early stages\"{_CENSORED}")),
-    ("bd.siren_max", Budget((MAIN_STEPS, BD_STEPS), "Table 2: siren_max "
-                            "breaks down (\"in the early stages\", as the "
-                            "caption's others)")),
-    ("bd.prenorm_siren_trains", Budget((MAIN_STEPS, BD_STEPS), "Table 2: "
-                                       "prenorm(siren_max) trains through "
-                                       "the early stages")),
-    ("bd.*", Budget((MAIN_STEPS,), _T2 + f": the `main` {MAIN_STEPS} steps, "
+    ("t2.*", Budget((MAIN_STEPS,), f"{_T2}: the `main` {MAIN_STEPS} steps")),
+    ("bd.stable", Budget((*_EARLY, FOCUS_STEPS), "Table 2 caption: "
+                         "break-downs happen \"in the early stages\""
+                         + _CENSORED)),
+    ("bd.*break*", Budget(_EARLY, "Table 2 caption: \"breaks down in the "
+                          f"early stages\"{_CENSORED}")),
+    ("bd.siren_max", Budget(_EARLY, "Table 2: siren_max breaks down (\"in "
+                            "the early stages\", as the caption's others)")),
+    ("bd.prenorm_siren_trains", Budget(_EARLY, "Table 2: prenorm(siren_max) "
+                                       "trains through the early stages")),
+    ("bd.*", Budget((MAIN_STEPS,), f"{_T2}: the `main` {MAIN_STEPS} steps, "
                     "all depths")),
     ("sat.softmax_smaller_gradient", Budget(
         (MAIN_STEPS,), "Sec. 3 / Fig. 4: softmax's smaller local gradient "
         f"(no stage named): the `main` {MAIN_STEPS} steps")),
-    ("sat.*", Budget((MAIN_STEPS, BD_STEPS, FOCUS_STEPS), "Sec. 4 / Fig. 6: "
-                     "softmax's gradients are small \"even in the early "
-                     "stages of training\": every length we ran is early; "
-                     "judged on `main`, covering the longer parts")),
+    ("sat.*", Budget((*_EARLY, FOCUS_STEPS), "Sec. 4 / Fig. 6: softmax's "
+                     "gradients are small \"even in the early stages of "
+                     "training\": every length we ran is early; judged on "
+                     "`main`, covering the longer parts")),
     ("fig2.*", Budget((MAIN_STEPS,), "Fig. 2 / Sec. 3: the inputs during "
-                      "training (no stage named): the `main` "
-                      f"{MAIN_STEPS} steps")),
+                      f"training (no stage named): the `main` {MAIN_STEPS} "
+                      "steps")),
     ("fig7.*", Budget((MAIN_STEPS,), "Fig. 7: attention \"in the early "
                       "stages of training\": the `main` runs")),
     ("*", Budget((), "a property of the formulas, or a setting not run "

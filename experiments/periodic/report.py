@@ -89,22 +89,24 @@ def probe(runs, cache_dir):
     if (r.get("model.depth") == DEEPEST and key not in mapped
         and key[1] in (SM, SIN)):
       mapped.add(key)
-      last = weights[sorted(weights)[-1]]
-      r.probes["received"] = np.round(np.abs(last).mean((0, 1, 2)),
-                                      6).tolist()
+      last = np.abs(weights[max(weights)])
+      r.probes["received"] = np.round(last.mean((0, 1, 2)), 6).tolist()
 
 
 acc = lambda where: Cell(where, ACCURACY)
+# The parts beyond `main` as Table 2 columns: (depth, part, normalizers).
+LONGER = ((8, claims.DEPTH8_PART, claims.study.DEPTH8),
+          (4, claims.FOCUS, claims.study.FOCUS),
+          (1, claims.BD_PART, claims.study.BREAKDOWN_1EP))
 
 
 def _part_steps(part):
   return lambda runs: f"`{part}`, {render.steps(runs, {'part': part})} steps"
 
 
-_BD_NORMS = dict.fromkeys(["siren_max", claims.pre("siren_max"),
-                           *claims.study.BREAKDOWN,
-                           *claims.study.BREAKDOWN_PRENORM,
-                           *claims.study.BREAKDOWN_1EP])
+# Every normalizer of `breakdown_1ep`, each also at the `main` depths.
+_BD_NORMS = ["siren_max", claims.pre("siren_max"), *claims.study.BREAKDOWN,
+             *claims.study.BREAKDOWN_PRENORM, SM, SIN]
 TABLES = {
     "t2": Table(["normalizer", "paper (CIFAR-100)",
                  *[f"ours depth {d}" for d in DEPTHS],
@@ -113,12 +115,8 @@ TABLES = {
                  "ours depth 1, 1 epoch"],
                 [(n, ["breaks down" if p is None else " / ".join(
                     f"{x:.2f}" for x in p), *[acc(sel(n, d)) for d in DEPTHS],
-                      acc(sel(n, 8, claims.DEPTH8_PART))
-                      if n in claims.study.DEPTH8 else "-",
-                      acc(sel(n, 4, claims.FOCUS))
-                      if n in claims.study.FOCUS else "-",
-                      acc(sel(n, 1, claims.BD_PART))
-                      if n in claims.study.BREAKDOWN_1EP else "-"])
+                      *[acc(sel(n, d, part)) if n in ran else "-"
+                        for d, part, ran in LONGER]])
                  for n, p in claims.PAPER.items()]),
     "bd": Table(["normalizer", "part", "depth", "broke down (runs; step)",
                  "test accuracy %"],
@@ -126,14 +124,12 @@ TABLES = {
                     sel(n, d, part), claims.BROKE, "value/break_step"),
                       acc(sel(n, d, part))])
                  for n in _BD_NORMS
-                 for part, depths in (("main", DEPTHS),
-                                      (claims.BD_PART, (1,)))
-                 if part == "main" or n in claims.study.BREAKDOWN_1EP
+                 for part, depths in (("main", DEPTHS), (claims.BD_PART, [1]))
                  for d in depths]),
     # Pooled over depths: one value per seed (``per_seed``).
     "sat": Table(["normalizer", "saturated fraction", "median n|dw/ds|"],
-                 [(n, [Cell(sel(n), claims.SATURATED, per_seed=True),
-                       Cell(sel(n), claims.LGRAD, per_seed=True)])
+                 [(n, [Cell(sel(n), m, per_seed=True)
+                       for m in (claims.SATURATED, claims.LGRAD)])
                   for n in (SM, SIN)]),
     "fig7": Table(["normalizer", "border share"],
                   [(n, [Cell(sel(n), claims.BORDER, per_seed=True)])
@@ -221,11 +217,8 @@ STUDY = studies.Study(
            claims.DEPTH8_PART: "subset=depth8"},
     fields=("model.normalizer", "model.depth"),
     # Table 2's normalizers and the break-down group, in the part main.
-    selections={"table2": {"part": "main",
-                           "model.normalizer": tuple(claims.PAPER)},
-                "breakdown": {"part": "main", "model.normalizer": (
-                    *claims.study.BREAKDOWN,
-                    *claims.study.BREAKDOWN_PRENORM)}},
+    selections={"table2": sel(tuple(claims.PAPER)), "breakdown": sel((
+        *claims.study.BREAKDOWN, *claims.study.BREAKDOWN_PRENORM))},
     values={"broke_down": broke_down, "break_step": break_step,
             "grad_saturation": studies.per_layer("grad_saturation"),
             "lgrad_q50": studies.per_layer("lgrad_q50"),

@@ -14,10 +14,8 @@ per-layer diagnostics. ``scale=full``: the demo on CIFAR-100 (depth
   python experiments/periodic/report.py --workdir=workdirs/periodic
 
 Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
-``rotation`` (full: uniform|rot90|none), ``subset``: ``all``; ``focus``,
-``FOCUS`` at depth 4 (part ``depth4_long``); ``breakdown``,
-``BREAKDOWN_1EP`` at depth 1 (part ``breakdown_1ep``); ``depth8``,
-``DEPTH8`` at depth 8 (part ``depth8``).
+``rotation`` (full: uniform|rot90|none), ``subset``: ``all`` or a key of
+``SUBSETS`` (one focus part's runs).
 """
 
 from softattn import configlib
@@ -44,6 +42,10 @@ DEPTH8 = ["softmax", "sin2_max_shifted", "sin_softmax", "prenorm(softmax)",
 # quarter turn, or none.
 ROTATIONS = {"uniform": "random_rotate(90)|", "rot90": "random_rot90|",
              "none": ""}
+# subset= -> (depth, normalizers) of a focus part: `depth4_long`,
+# `breakdown_1ep`, `depth8`.
+SUBSETS = {"focus": (4, FOCUS), "breakdown": (1, BREAKDOWN_1EP),
+           "depth8": (8, DEPTH8)}
 
 
 def prenorm(name):
@@ -53,8 +55,7 @@ def prenorm(name):
 def _arg(arg):
   a = configlib.parse_arg(arg, scale="reduced", seeds=0, steps=300, lr=0.0,
                           wd=1e-4, rotation="uniform", subset="all")
-  declaration.check_choices(a, subset=("all", "focus", "breakdown",
-                                      "depth8"),
+  declaration.check_choices(a, subset=("all", *SUBSETS),
                             scale=declaration.SCALES, rotation=ROTATIONS)
   full = a.scale == "full"
   a.seeds = a.seeds or (1 if full else 3)
@@ -62,10 +63,6 @@ def _arg(arg):
   # these are *inferred* defaults, to be searched.
   a.lr = a.lr or (1e-4 if full else 1e-3)
   return a
-
-
-def depths(a):
-  return [1, 2, 4, 8] if a.scale == "full" else [1, 2, 4]
 
 
 def get_config(arg=None):
@@ -82,13 +79,12 @@ def get_config(arg=None):
     c = declaration.image_config(
         "fashion_mnist", "flip_lr|value_range(-1, 1)", "value_range(-1, 1)",
         shuffle_buffer=10_000, total_steps=a.steps, batch_size=64)
+    c.model.width, c.model.num_heads, c.model.mlp_dim = 128, 4, 256
+    c.model.stem_widths = (16, 64, 128)
 
   c.model_name = "levit_demo"
   c.model.depth = 1
   c.model.normalizer = "softmax"
-  if not full:
-    c.model.width, c.model.num_heads, c.model.mlp_dim = 128, 4, 256
-    c.model.stem_widths = (16, 64, 128)
 
   c.optimizer.name = "adam"          # coupled L2, as torch's Adam(wd=...)
   c.optimizer.weight_decay = a.wd
@@ -98,32 +94,26 @@ def get_config(arg=None):
   c.loss.name = "softmax_xent"
 
   c.log_every = 1563 if full else 15
-  c.eval_every = 15630 if full else a.steps
-  c.checkpoint_every = 15630 if full else a.steps
+  c.eval_every = c.checkpoint_every = 15630 if full else a.steps
   c.keep_checkpoints = 1
   c.diagnostics = True   # score std, gradient saturation, entropy per layer
   c.eval.batch_size = 500
   return c
 
 
-def _grid(depth, norms, seeds):
-  """``depth`` (an int: fixed; a list: swept) x ``norms`` x ``seeds``."""
-  d = grid.sweep("model.depth", depth) if isinstance(depth, list) else \
-      grid.fixed("model.depth", depth)
-  return grid.product(d, grid.sweep("model.normalizer", norms),
-                      grid.sweep("seed", list(range(seeds))))
+def _grid(depths, norms, seeds):
+  return grid.product(grid.sweep("model.depth", depths),
+                      grid.sweep("model.normalizer", norms),
+                      grid.sweep("seed", range(seeds)))
 
 
 def get_sweep(arg=None):
   a = _arg(arg)
-  if a.subset == "focus":
-    return _grid(4, FOCUS, a.seeds)
-  if a.subset == "breakdown":
-    return _grid(1, BREAKDOWN_1EP, a.seeds)
-  if a.subset == "depth8":
-    return _grid(8, DEPTH8, a.seeds)
+  if a.subset != "all":
+    depth, norms = SUBSETS[a.subset]
+    return _grid([depth], norms, a.seeds)
   # The break-down group has Table 2's seeds: an event claim needs runs from
   # 3 seeds (one seed at several depths is not independent evidence).
-  return grid.chain(_grid(depths(a), MAIN + [prenorm(n) for n in MAIN],
-                          a.seeds),
-                    _grid(depths(a), BREAKDOWN + BREAKDOWN_PRENORM, a.seeds))
+  depths = [1, 2, 4, 8] if a.scale == "full" else [1, 2, 4]
+  return grid.chain(_grid(depths, MAIN + [prenorm(n) for n in MAIN], a.seeds),
+                    _grid(depths, BREAKDOWN + BREAKDOWN_PRENORM, a.seeds))
