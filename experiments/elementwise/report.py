@@ -26,24 +26,21 @@ _probes = studies.load_module(os.path.join(HERE, "probes.py"))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
 sel, NOATTN, TEN_EPOCHS = claims.sel, claims.NOATTN, claims.TEN_EPOCHS
 CHANCE = 0.15
+# A part of A-H (or ``none``) and extras at the paper's 10 epochs.
+TEN = "part=models,epochs=10,variants={},extras={},seeds=3".format
 BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
-        "models_10ep": "part=models,epochs=10,variants=ABC,extras=false,"
-                       "seeds=3",
+        "models_10ep": TEN("ABC", "false"),
         "separate_10ep": "part=separate,epochs=10,skips=noskip,seeds=3",
         # The attention-free baseline: B's recipe with layers=0.
         "noattn": "part=models,variants=B,extras=false,layers=0",
         "noattn_10ep": "part=models,epochs=10,variants=B,extras=false,"
                        "layers=0,seeds=3"}
 FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
-         "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
-                    "seeds=3",
-         "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
+         "df_10ep": TEN("DF", "false"), "e_10ep": TEN("E", "false"),
          # G and H at 10 epochs: declared, with the claims that read them
          # (claims.TEN_EPOCHS), before any of their runs was read.
-         "gh_10ep": "part=models,epochs=10,variants=GH,extras=false,"
-                    "seeds=3",
-         "single_10ep": "part=models,epochs=10,variants=none,extras=single,"
-                        "seeds=3",
+         "gh_10ep": TEN("GH", "false"),
+         "single_10ep": TEN("none", "single"),
          "separate_skip_10ep": "part=separate,epochs=10,skips=skip,seeds=3",
          # The control's cost per train step (0.05 epochs = 1 step x 3
          # seeds): what time.faster_than_control reads.
@@ -81,16 +78,19 @@ def _params_row(label):
   cifar = claims.PAPER_CIFAR_PARAMS.get(label)
   paper = cifar[0] if cifar else claims.PAPER_PARAMS[label]
 
-  def ours(runs) -> int | None:
+  def ours(runs, diff=False) -> str:
     if cifar:
-      return studies.model_params(
+      p = studies.model_params(
           declaration.load(f"{SPEC}:{cifar[1]}").runs[0].config)
-    p = next((r.value("value/params") for r in studies.select(
-        runs, sel(label)) if r.value("value/params")), None)
-    return int(p) if p else None
-  return (label, [f"{paper:,}", lambda runs: f"{p:,}" if (
-      p := ours(runs)) else "-", lambda runs: "-" if not (p := ours(runs))
-                  else "exact" if p == paper else f"{p - paper:+,}"])
+    else:
+      p = next((int(v) for r in studies.select(runs, sel(label))
+                if (v := r.value("value/params"))), None)
+    if not p:
+      return "-"
+    if not diff:
+      return f"{p:,}"
+    return "exact" if p == paper else f"{p - paper:+,}"
+  return (label, [f"{paper:,}", ours, lambda runs: ours(runs, True)])
 
 
 def _paper_t1(lab, i):
@@ -119,9 +119,8 @@ CLAIM = {c.id: c for c in claims.CLAIMS}
 
 TABLES = {
     "params": Table(["model", "paper", "ours", "ours - paper"], [
-        _params_row(lab) for lab in [*claims.LABELS, "single head",
-                                     *claims.PAPER_CIFAR_PARAMS]
-        if lab in claims.PAPER_PARAMS or lab in claims.PAPER_CIFAR_PARAMS]),
+        _params_row(lab) for lab in ["control", *"ABCDEFGH", "single head",
+                                     *claims.PAPER_CIFAR_PARAMS]]),
     "t1": Table(
         ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
          "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 epochs)",

@@ -124,10 +124,10 @@ def get_config(arg=None):
   return c
 
 
-def _arch(variant, heads, layers, bn, groups):
+def _arch(variant, heads, layers, bn, groups, skip=True):
   return {"model.variant": variant, "model.heads": heads,
           "model.layers": layers, "model.bn": bn,
-          "model.head_groups": groups or 0}
+          "model.head_groups": groups or 0, "model.skip": skip}
 
 
 def get_sweep(arg=None):
@@ -141,8 +141,7 @@ def get_sweep(arg=None):
   if "single" in EXTRAS[a.extras]:
     archs.append(_arch("A", 1, 2, True, 0))             # single head
   if "noskip" in EXTRAS[a.extras]:
-    archs.append({**_arch("B", *PRESETS["B"]), "model.skip": False})
-  archs = [{**o, "model.skip": o.get("model.skip", True)} for o in archs]
+    archs.append(_arch("B", *PRESETS["B"], skip=False))
   if a.layers >= 0:
     # layers=0: no attention layer at all, Dense on the pixels (ReLU of
     # pixels in [0, 1] is the identity): the attention-free baseline.
