@@ -108,9 +108,9 @@ def _accuracies(lab) -> list:
                            if lab in TEN_EPOCHS else ["-", "-"])
 
 
-def _layer(lab, column, **fmt):
+def _layer(lab, column, digits=3, **fmt):
   return "-" if lab == NOATTN else Cell(
-      sel(lab), Metric("", column, digits=fmt.pop("digits", 3)), fmt)
+      sel(lab), Metric("", column, digits=digits), fmt)
 
 
 MINUTES = Metric("", "core_seconds", 1 / 60, digits=1)
@@ -138,11 +138,9 @@ TABLES = {
          "ours / B (10 epochs)", "ours 1 epoch"],
         [(lab, [PAPER_MINUTES[lab],
                 f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
-                Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES)
-                if lab in TEN_EPOCHS else "-",
+                Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES),
                 # Our per-seed core-seconds ratio to B's (a description).
-                Contrast(CLAIM[f"time.{lab}_over_B"])
-                if lab != "B" and lab in TEN_EPOCHS else "-",
+                Contrast(CLAIM[f"time.{lab}_over_B"]) if lab != "B" else "-",
                 Cell(sel(lab, "models"), MINUTES)])
          for lab in PAPER_MINUTES]),
 }
@@ -229,7 +227,7 @@ FACTS = {
     # Every attention model, at 1 and 10 epochs.
     "attention_per_step": Span([
         sel(v, p) for v in "ABCDEFGH"
-        for p in {"models", TEN_EPOCHS.get(v, "models")}],
+        for p in ("models", TEN_EPOCHS[v])],
                                claims.CPU_PER_STEP, ".2g"),
     "gap": _gap, "noskip_zero": _noskip_zero,
     **{f"{v}_vs_noattn": Estimate(_vs_noattn(v, TEN_EPOCHS[v],

@@ -88,7 +88,6 @@ def get_config(arg=None):
 
   if a.part == "control":
     c.model_name = "vgg_control"
-    c.model.init_std = 0.02
     c.num_epochs = float(a.control_epochs)
   else:
     c.model_name = "elementwise"
@@ -98,8 +97,7 @@ def get_config(arg=None):
     c.model.heads, c.model.layers, c.model.bn = 8, 2, False
     c.model.head_groups = 0
     c.model.skip = True
-    c.model.init_std = 0.02
-
+  c.model.init_std = 0.02
   c.optimizer.name = "adam"
   if a.part == "separate":
     c.optimizer.groups = [dict(ATTN_GROUP)]
