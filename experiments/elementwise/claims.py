@@ -171,21 +171,20 @@ def _sanity() -> list[Claim]:
   paper's claims, but what its "~ B" claims presuppose (Sec. 3 itself
   admits B's accuracy "might not come from the attention layer, but rather
   from the feedforward layer")."""
+  ref = ("none (sanity check; Sec. 3: \"might not come from the "
+         "attention layer\")")
   return [Claim(
       f"sanity.{v}_beats_noattn", f"{v}'s attention layers add to its "
       f"accuracy: {v} > the attention-free baseline (same recipe, no "
       "attention layer: the Dense head on the pixels; 10 epochs)",
-      "none (sanity check; Sec. 3: \"might not come from the attention "
-      "layer\")", f"{v}: {PAPER_T1[v][1]}", ACCURACY, sel(v, TEN_EPOCHS[v]),
+      ref, f"{v}: {PAPER_T1[v][1]}", ACCURACY, sel(v, TEN_EPOCHS[v]),
       sel(NOATTN, "models_10ep"), ">", section="sanity", kind=SANITY)
           for v in "BDFH"] + [
           Claim("sanity.B_branch_matters", "B's attention branch carries "
                 "its accuracy: removing it (conv kernels zeroed, biases "
                 f"kept) costs more than {BRANCH_MIN:g} points (10 epochs)",
-                "none (sanity check; Sec. 3: \"might not come from the "
-                "attention layer\")", "-", BRANCH, sel("B", "models_10ep"),
-                relation=">", target=BRANCH_MIN, section="sanity",
-                kind=SANITY)]
+                ref, "-", BRANCH, sel("B", "models_10ep"), relation=">",
+                target=BRANCH_MIN, section="sanity", kind=SANITY)]
 
 
 # Timings on other hardware are a different setting, not a test: XLA:CPU's

@@ -225,10 +225,8 @@ FACTS = {
     "control_per_step": Span([sel("control", claims.CONTROL_STEP)],
                              claims.CPU_PER_STEP, ".0f"),
     # Every attention model, at 1 and 10 epochs.
-    "attention_per_step": Span([
-        sel(v, p) for v in "ABCDEFGH"
-        for p in ("models", TEN_EPOCHS[v])],
-                               claims.CPU_PER_STEP, ".2g"),
+    "attention_per_step": Span([sel(v, p) for v in "ABCDEFGH" for p in (
+        "models", TEN_EPOCHS[v])], claims.CPU_PER_STEP, ".2g"),
     "gap": _gap, "noskip_zero": _noskip_zero,
     **{f"{v}_vs_noattn": Estimate(_vs_noattn(v, TEN_EPOCHS[v],
                                              "noattn_10ep")) for v in "ACEG"},
@@ -243,12 +241,9 @@ FACTS = {
     # every 10-epoch setting runs.csv has it for (G and H: the BN / no-BN
     # pair at 4 layers, 16 heads; A, C, D, E and F were trained before the
     # probe was added, and only B was rerun for it).
-    **{f"branch_{key}": Cell(sel(lab, part), claims.BRANCH)
-       for key, lab, part in (
-           ("B", "B", "models_10ep"),
-           ("separate", "B, separate optimizers", "separate_skip_10ep"),
-           ("single", "single head", "single_10ep"),
-           ("G", "G", "gh_10ep"), ("H", "H", "gh_10ep"))},
+    **{f"branch_{key}": Cell(sel(lab, TEN_EPOCHS[lab]), claims.BRANCH)
+       for key, lab in (("B", "B"), ("separate", "B, separate optimizers"),
+                        ("single", "single head"), ("G", "G"), ("H", "H"))},
 }
 
 STUDY = studies.Study(
