@@ -91,11 +91,9 @@ LR01 = "lr01_1ep"
 # by up to ~2x, and "faster" needs a ratio above that.
 CONTROL_OVERHEAD = 2.0
 END = paper_fraction(1.0, 10, "Table 1 compares end points after 10 epochs")
-# The control's Table 1 claims: the same gate, with why it stays shut. Only
-# the opt-in 1-epoch control (`CONTROL=1`) is declared, and runs.csv has no
-# finished run of it; a 10-epoch control would take ~7 h on these 2 cores
-# (1 epoch: 42 min alone, 70 CPU-minutes; sweep.py). A 10-epoch control
-# part, once declared and run, meets the gate.
+# The control's Table 1 claims: the same gate, with why it stays shut (1
+# epoch: 42 min alone, 70 CPU-minutes; sweep.py). A 10-epoch control part,
+# once declared and run, meets the gate.
 CONTROL_END = Requirement(
     "not run here (CPU budget: the 10-epoch control takes ~7 h on 2 cores; "
     "the opt-in `CONTROL=1` part declares 1 epoch and has no finished run "
@@ -152,9 +150,8 @@ def sel(label, part="models"):
   if label.startswith("B, ") and "separate" in label:
     return {"part": "separate" if part == "models" else part,
             "model.skip": "no skip" not in label}
-  heads, layers, bn, _ = PRESETS[label]
   return {"part": part, "model.variant": label, "model.skip": True,
-          "model.heads": heads}
+          "model.heads": PRESETS[label][0]}
 
 
 LABELS = ["control", *"ABCDEFGH", NOATTN]
@@ -174,21 +171,20 @@ def _sanity() -> list[Claim]:
   paper's claims, but what its "~ B" claims presuppose (Sec. 3 itself
   admits B's accuracy "might not come from the attention layer, but rather
   from the feedforward layer")."""
+  ref = ("none (sanity check; Sec. 3: \"might not come from the "
+         "attention layer\")")
   return [Claim(
       f"sanity.{v}_beats_noattn", f"{v}'s attention layers add to its "
       f"accuracy: {v} > the attention-free baseline (same recipe, no "
       "attention layer: the Dense head on the pixels; 10 epochs)",
-      "none (sanity check; Sec. 3: \"might not come from the attention "
-      "layer\")", f"{v}: {PAPER_T1[v][1]}", ACCURACY, sel(v, TEN_EPOCHS[v]),
+      ref, f"{v}: {PAPER_T1[v][1]}", ACCURACY, sel(v, TEN_EPOCHS[v]),
       sel(NOATTN, "models_10ep"), ">", section="sanity", kind=SANITY)
           for v in "BDFH"] + [
           Claim("sanity.B_branch_matters", "B's attention branch carries "
                 "its accuracy: removing it (conv kernels zeroed, biases "
                 f"kept) costs more than {BRANCH_MIN:g} points (10 epochs)",
-                "none (sanity check; Sec. 3: \"might not come from the "
-                "attention layer\")", "-", BRANCH, sel("B", "models_10ep"),
-                relation=">", target=BRANCH_MIN, section="sanity",
-                kind=SANITY)]
+                ref, "-", BRANCH, sel("B", "models_10ep"), relation=">",
+                target=BRANCH_MIN, section="sanity", kind=SANITY)]
 
 
 # Timings on other hardware are a different setting, not a test: XLA:CPU's
@@ -207,20 +203,16 @@ def _time_claims() -> list[Claim]:
   out = []
   for v in "ACDEFGH":
     ratio = PAPER_MINUTES[v] / PAPER_MINUTES["B"]
-    ten = v in TEN_EPOCHS
     out.append(Claim(
         f"time.{v}_over_B", f"{v} trains in ~{ratio:.3g}x B's time "
         f"(ratio within {ratio:.3g} ± {0.1 * ratio:.2g}; ours: CPU "
         "core-seconds, not a T4)", "Sec. 3 (training times)",
         f"{PAPER_MINUTES[v]} vs {PAPER_MINUTES['B']} min", CPU_TIME,
-        sel(v, TEN_EPOCHS[v] if ten else "models"),
-        sel("B", "models_10ep" if ten else "models"), "~",
+        sel(v, TEN_EPOCHS[v]), sel("B", "models_10ep"), "~",
         margin=round(0.1 * ratio, 2), target=ratio, contrast="ratio",
-        min_budget=(HARDWARE,) if ten else (HARDWARE, Requirement(
-            "not run here at 10 epochs (CPU budget); a 1-epoch run's time "
-            "is mostly compilation and data loading", "epochs", 10.0)),
-        section="time"))
+        min_budget=(HARDWARE,), section="time"))
   return out
+
 
 def _cifar_claims() -> list[Claim]:
   cifar = unavailable("no CIFAR-10 offline; `sweep.py:scale=full,"
@@ -276,22 +268,16 @@ def _claims() -> list[Claim]:
        "model.skip": True}, relation="<", target=-10.0,
       pair_by=("model.variant", "seed"), min_budget=(END,), section="t1"))
   c += [
-      Claim("t1.E_stable", "E (BN, 8 heads, 4 layers) does not collapse "
-            "within 10 epochs", "Table 1", "77.09", COLLAPSED,
-            sel("E", "e_10ep"), relation="none", min_budget=(END,),
-            section="t1"),
-      Claim("t1.G_stable", "G (BN, 16 heads, 4 layers) does not collapse "
-            "within 10 epochs", "Table 1", "76.37", COLLAPSED,
-            sel("G", "gh_10ep"), relation="none", min_budget=(END,),
-            section="t1"),
-      Claim("t1.bn_hurts_4layers.EF", "BN hurts at 4 layers: E < F (10 "
-            "epochs)", "Table 1", "77.09 vs 81.33", ACCURACY,
-            sel("E", "e_10ep"), sel("F", "df_10ep"), "<", min_budget=(END,),
-            section="t1"),
-      Claim("t1.bn_hurts_4layers.GH", "BN hurts at 4 layers: G < H (10 "
-            "epochs)", "Table 1", "76.37 vs 80.79", ACCURACY,
-            sel("G", "gh_10ep"), sel("H", "gh_10ep"), "<", min_budget=(END,),
-            section="t1"),
+      *[Claim(f"t1.{v}_stable", f"{v} (BN, {PRESETS[v][0]} heads, 4 "
+              "layers) does not collapse within 10 epochs", "Table 1",
+              str(PAPER_T1[v][1]), COLLAPSED, sel(v, TEN_EPOCHS[v]),
+              relation="none", min_budget=(END,), section="t1")
+        for v in "EG"],
+      *[Claim(f"t1.bn_hurts_4layers.{v}{w}", f"BN hurts at 4 layers: {v} < "
+              f"{w} (10 epochs)", "Table 1",
+              f"{PAPER_T1[v][1]} vs {PAPER_T1[w][1]}", ACCURACY,
+              sel(v, TEN_EPOCHS[v]), sel(w, TEN_EPOCHS[w]), "<",
+              min_budget=(END,), section="t1") for v, w in ("EF", "GH")],
       Claim("t1.bn_hurts_2layers", "BN hurts at 2 layers: A < B (10 "
             "epochs)", "Table 1", "NaN vs 81.46", ACCURACY,
             sel("A", "models_10ep"), sel("B", "models_10ep"), "<",
@@ -300,26 +286,22 @@ def _claims() -> list[Claim]:
             "C < D (10 epochs)", "Table 1", "NaN vs 81.66", ACCURACY,
             sel("C", "models_10ep"), sel("D", "df_10ep"), "<",
             section="t1"),
-      Claim("t1.heads_no_help.1ep", "more heads do not help: D ~ B (±1 "
-            "point, 1 epoch)", "Table 1", "81.66 vs 81.46", ACCURACY,
-            sel("D"), sel("B"), "~", margin=1.0,
-            min_budget=(END, *needs_attention("B", "D")), section="t1"),
-      Claim("t1.layers_no_help.1ep", "more layers do not help: F ~ B (±1 "
-            "point, 1 epoch)", "Table 1", "81.33 vs 81.46", ACCURACY,
-            sel("F"), sel("B"), "~", margin=1.0,
-            min_budget=(END, *needs_attention("B", "F")), section="t1"),
-      Claim("t1.heads_no_help", "more heads do not help: D ~ B (±1 point, "
-            "10 epochs)", "Table 1", "81.66 vs 81.46", ACCURACY,
-            sel("D", "df_10ep"), sel("B", "models_10ep"), "~", margin=1.0,
-            min_budget=needs_attention("B", "D"), section="t1"),
-      Claim("t1.layers_no_help", "more layers do not help: F ~ B (±1 "
-            "point, 10 epochs)", "Table 1", "81.33 vs 81.46", ACCURACY,
-            sel("F", "df_10ep"), sel("B", "models_10ep"), "~", margin=1.0,
-            min_budget=needs_attention("B", "F"), section="t1"),
-      Claim("t1.F_equal_H", "more heads do not help at 4 layers: F ~ H (±1 "
-            "point, 10 epochs)", "Sec. 4", "81.33 vs 80.79", ACCURACY,
-            sel("F", "df_10ep"), sel("H", "gh_10ep"), "~", margin=1.0,
-            min_budget=needs_attention("F", "H"), section="t1"),
+      # The "~" claims on no-BN models, gated on the sanity claims
+      # (``needs_attention``, its models in alphabetical order); a 1-epoch
+      # reading also below the end-point budget (``END``).
+      *[Claim(f"t1.{cid}", f"more {what} do not help{at}: {v} ~ {w} (±1 "
+              f"point, {'1 epoch' if ep == 1 else '10 epochs'})", ref,
+              f"{PAPER_T1[v][1]} vs {PAPER_T1[w][1]}", ACCURACY,
+              sel(v, TEN_EPOCHS[v] if ep == 10 else "models"),
+              sel(w, TEN_EPOCHS[w] if ep == 10 else "models"), "~",
+              margin=1.0, min_budget=(END,) * (ep == 1) + needs_attention(
+                  *sorted(v + w)), section="t1")
+        for cid, what, at, v, w, ep, ref in (
+            ("heads_no_help.1ep", "heads", "", "D", "B", 1, "Table 1"),
+            ("layers_no_help.1ep", "layers", "", "F", "B", 1, "Table 1"),
+            ("heads_no_help", "heads", "", "D", "B", 10, "Table 1"),
+            ("layers_no_help", "layers", "", "F", "B", 10, "Table 1"),
+            ("F_equal_H", "heads", " at 4 layers", "F", "H", 10, "Sec. 4"))],
       # The control pairs with B at 10 epochs: the 1-epoch B can never meet
       # the end-point budget.
       Claim("t1.control_beats_B", "the control beats the attention models: "

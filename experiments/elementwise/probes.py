@@ -98,7 +98,7 @@ def first_steps(config, x, y, steps: int = 3) -> list[dict]:
 
 
 def first_head_weights(params) -> dict[str, float] | None:
-  """Mean and std of the first layer's first-head x and y weights and the
+  """The std of the first layer's first-head x and y weights and the
   share of both within ``±WEIGHT_BAND``: what the paper prints of trained
   weights (Sec. 3, model G; the appendix, B without skip). None without
   them (the control)."""
@@ -108,8 +108,7 @@ def first_head_weights(params) -> dict[str, float] | None:
   x = np.asarray(layer["x_weights"][0], np.float64)
   y = np.asarray(layer["y_weights"][0], np.float64)
   both = np.abs(np.concatenate([x.ravel(), y.ravel()]))
-  return {"x_mean": float(x.mean()), "x_std": float(x.std()),
-          "y_mean": float(y.mean()), "y_std": float(y.std()),
+  return {"x_std": float(x.std()), "y_std": float(y.std()),
           "within_band": float(np.mean(both <= WEIGHT_BAND))}
 
 

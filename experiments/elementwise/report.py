@@ -26,24 +26,21 @@ _probes = studies.load_module(os.path.join(HERE, "probes.py"))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))
 sel, NOATTN, TEN_EPOCHS = claims.sel, claims.NOATTN, claims.TEN_EPOCHS
 CHANCE = 0.15
+# A part of A-H (or ``none``) and extras at the paper's 10 epochs.
+TEN = "part=models,epochs=10,variants={},extras={},seeds=3".format
 BASE = {"models": "part=models,noskip_seeds=3", "separate": "part=separate",
-        "models_10ep": "part=models,epochs=10,variants=ABC,extras=false,"
-                       "seeds=3",
+        "models_10ep": TEN("ABC", "false"),
         "separate_10ep": "part=separate,epochs=10,skips=noskip,seeds=3",
         # The attention-free baseline: B's recipe with layers=0.
         "noattn": "part=models,variants=B,extras=false,layers=0",
         "noattn_10ep": "part=models,epochs=10,variants=B,extras=false,"
                        "layers=0,seeds=3"}
 FOCUS = {claims.LR01: "part=models,variants=B,extras=false,lr=0.1,seeds=3",
-         "df_10ep": "part=models,epochs=10,variants=DF,extras=false,"
-                    "seeds=3",
-         "e_10ep": "part=models,epochs=10,variants=E,extras=false,seeds=3",
+         "df_10ep": TEN("DF", "false"), "e_10ep": TEN("E", "false"),
          # G and H at 10 epochs: declared, with the claims that read them
          # (claims.TEN_EPOCHS), before any of their runs was read.
-         "gh_10ep": "part=models,epochs=10,variants=GH,extras=false,"
-                    "seeds=3",
-         "single_10ep": "part=models,epochs=10,variants=none,extras=single,"
-                        "seeds=3",
+         "gh_10ep": TEN("GH", "false"),
+         "single_10ep": TEN("none", "single"),
          "separate_skip_10ep": "part=separate,epochs=10,skips=skip,seeds=3",
          # The control's cost per train step (0.05 epochs = 1 step x 3
          # seeds): what time.faster_than_control reads.
@@ -81,16 +78,19 @@ def _params_row(label):
   cifar = claims.PAPER_CIFAR_PARAMS.get(label)
   paper = cifar[0] if cifar else claims.PAPER_PARAMS[label]
 
-  def ours(runs) -> int | None:
+  def ours(runs, diff=False) -> str:
     if cifar:
-      return studies.model_params(
+      p = studies.model_params(
           declaration.load(f"{SPEC}:{cifar[1]}").runs[0].config)
-    p = next((r.value("value/params") for r in studies.select(
-        runs, sel(label)) if r.value("value/params")), None)
-    return int(p) if p else None
-  return (label, [f"{paper:,}", lambda runs: f"{p:,}" if (
-      p := ours(runs)) else "-", lambda runs: "-" if not (p := ours(runs))
-                  else "exact" if p == paper else f"{p - paper:+,}"])
+    else:
+      p = next((int(v) for r in studies.select(runs, sel(label))
+                if (v := r.value("value/params"))), None)
+    if not p:
+      return "-"
+    if not diff:
+      return f"{p:,}"
+    return "exact" if p == paper else f"{p - paper:+,}"
+  return (label, [f"{paper:,}", ours, lambda runs: ours(runs, True)])
 
 
 def _paper_t1(lab, i):
@@ -108,9 +108,9 @@ def _accuracies(lab) -> list:
                            if lab in TEN_EPOCHS else ["-", "-"])
 
 
-def _layer(lab, column, **fmt):
+def _layer(lab, column, digits=3, **fmt):
   return "-" if lab == NOATTN else Cell(
-      sel(lab), Metric("", column, digits=fmt.pop("digits", 3)), fmt)
+      sel(lab), Metric("", column, digits=digits), fmt)
 
 
 MINUTES = Metric("", "core_seconds", 1 / 60, digits=1)
@@ -119,9 +119,8 @@ CLAIM = {c.id: c for c in claims.CLAIMS}
 
 TABLES = {
     "params": Table(["model", "paper", "ours", "ours - paper"], [
-        _params_row(lab) for lab in [*claims.LABELS, "single head",
-                                     *claims.PAPER_CIFAR_PARAMS]
-        if lab in claims.PAPER_PARAMS or lab in claims.PAPER_CIFAR_PARAMS]),
+        _params_row(lab) for lab in ["control", *"ABCDEFGH", "single head",
+                                     *claims.PAPER_CIFAR_PARAMS]]),
     "t1": Table(
         ["model", "paper acc %", "paper grad avg", "ours 1 epoch",
          "collapsed (1 epoch)", "ours 10 epochs", "collapsed (10 epochs)",
@@ -139,11 +138,9 @@ TABLES = {
          "ours / B (10 epochs)", "ours 1 epoch"],
         [(lab, [PAPER_MINUTES[lab],
                 f"{PAPER_MINUTES[lab] / PAPER_MINUTES['B']:.3g}",
-                Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES)
-                if lab in TEN_EPOCHS else "-",
+                Cell(sel(lab, TEN_EPOCHS[lab]), MINUTES),
                 # Our per-seed core-seconds ratio to B's (a description).
-                Contrast(CLAIM[f"time.{lab}_over_B"])
-                if lab != "B" and lab in TEN_EPOCHS else "-",
+                Contrast(CLAIM[f"time.{lab}_over_B"]) if lab != "B" else "-",
                 Cell(sel(lab, "models"), MINUTES)])
          for lab in PAPER_MINUTES]),
 }
@@ -228,10 +225,8 @@ FACTS = {
     "control_per_step": Span([sel("control", claims.CONTROL_STEP)],
                              claims.CPU_PER_STEP, ".0f"),
     # Every attention model, at 1 and 10 epochs.
-    "attention_per_step": Span([
-        sel(v, p) for v in "ABCDEFGH"
-        for p in {"models", TEN_EPOCHS.get(v, "models")}],
-                               claims.CPU_PER_STEP, ".2g"),
+    "attention_per_step": Span([sel(v, p) for v in "ABCDEFGH" for p in (
+        "models", TEN_EPOCHS[v])], claims.CPU_PER_STEP, ".2g"),
     "gap": _gap, "noskip_zero": _noskip_zero,
     **{f"{v}_vs_noattn": Estimate(_vs_noattn(v, TEN_EPOCHS[v],
                                              "noattn_10ep")) for v in "ACEG"},
@@ -246,12 +241,9 @@ FACTS = {
     # every 10-epoch setting runs.csv has it for (G and H: the BN / no-BN
     # pair at 4 layers, 16 heads; A, C, D, E and F were trained before the
     # probe was added, and only B was rerun for it).
-    **{f"branch_{key}": Cell(sel(lab, part), claims.BRANCH)
-       for key, lab, part in (
-           ("B", "B", "models_10ep"),
-           ("separate", "B, separate optimizers", "separate_skip_10ep"),
-           ("single", "single head", "single_10ep"),
-           ("G", "G", "gh_10ep"), ("H", "H", "gh_10ep"))},
+    **{f"branch_{key}": Cell(sel(lab, TEN_EPOCHS[lab]), claims.BRANCH)
+       for key, lab in (("B", "B"), ("separate", "B, separate optimizers"),
+                        ("single", "single head"), ("G", "G"), ("H", "H"))},
 }
 
 STUDY = studies.Study(

@@ -88,7 +88,6 @@ def get_config(arg=None):
 
   if a.part == "control":
     c.model_name = "vgg_control"
-    c.model.init_std = 0.02
     c.num_epochs = float(a.control_epochs)
   else:
     c.model_name = "elementwise"
@@ -98,8 +97,7 @@ def get_config(arg=None):
     c.model.heads, c.model.layers, c.model.bn = 8, 2, False
     c.model.head_groups = 0
     c.model.skip = True
-    c.model.init_std = 0.02
-
+  c.model.init_std = 0.02
   c.optimizer.name = "adam"
   if a.part == "separate":
     c.optimizer.groups = [dict(ATTN_GROUP)]
@@ -124,10 +122,10 @@ def get_config(arg=None):
   return c
 
 
-def _arch(variant, heads, layers, bn, groups):
+def _arch(variant, heads, layers, bn, groups, skip=True):
   return {"model.variant": variant, "model.heads": heads,
           "model.layers": layers, "model.bn": bn,
-          "model.head_groups": groups or 0}
+          "model.head_groups": groups or 0, "model.skip": skip}
 
 
 def get_sweep(arg=None):
@@ -141,8 +139,7 @@ def get_sweep(arg=None):
   if "single" in EXTRAS[a.extras]:
     archs.append(_arch("A", 1, 2, True, 0))             # single head
   if "noskip" in EXTRAS[a.extras]:
-    archs.append({**_arch("B", *PRESETS["B"]), "model.skip": False})
-  archs = [{**o, "model.skip": o.get("model.skip", True)} for o in archs]
+    archs.append(_arch("B", *PRESETS["B"], skip=False))
   if a.layers >= 0:
     # layers=0: no attention layer at all, Dense on the pixels (ReLU of
     # pixels in [0, 1] is the identity): the attention-free baseline.
