@@ -250,8 +250,8 @@ def _untestable_claims() -> list[Claim]:
                 "a derivation, true by construction: phi = relu(s)/L gives "
                 "E_j[alpha_ij] = E_j[relu(s_ij)]/L, which is O(1/L) when "
                 "the scores are O(1) at init; nothing a run could "
-                f"contradict (our runs also have one length, L = {TOKENS})"),
-                        )),
+                "contradict (our runs also have one length, "
+                f"L = {TOKENS})"),)),
   ]
 
 

@@ -77,10 +77,9 @@ def get_config(arg=None):
   return c
 
 
-def _sizes(a, names=None):
+def _sizes(a, names=SIZES):
   if a.scale == "full":
     return grid.sweep("model.variant", FULL_VARIANTS)
-  names = names or list(SIZES)
   return grid.zip_(*[grid.sweep(f"model.{k}", [SIZES[n][i] for n in names])
                      for i, k in enumerate(("width", "depth", "mlp_dim",
                                             "num_heads"))])
