@@ -71,13 +71,9 @@ def sel(norm, size="small", part="main", qkln=True, gated=False):
   return where
 
 
-# relu6(s) = min(relu(s), 6) differs from relu only where a score exceeds
-# 6. With qk-LayerNorm (no bias, scales initialised at 1) each head's q and
-# k have norm sqrt(d) times at most their largest LN scale, so a score
-# |q.k|/sqrt(d) is at most sqrt(d) at init: 4 at d = 16. The measured
-# pairs agree (RESULTS.md's `relu6_gap` fact). A relu6/n that is relu/n
-# cannot beat it by a point, so "no clear best non-linearity" has nothing
-# to test with relu6 in this regime, whichever way the data fall.
+# Why relu6's "no clear best non-linearity" claim cannot fail here (the
+# reason below): with qk-LayerNorm each head's q and k have norm sqrt(d)
+# times at most their largest LN scale, which bounds the scores.
 RELU6_IS_RELU = (unavailable(
     "a claim that cannot fail in this regime: relu6 differs from relu only "
     "on scores above 6, and with qk-LayerNorm (no bias, scales initialised "
