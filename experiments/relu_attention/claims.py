@@ -10,7 +10,6 @@ setting cannot test (with the reason), each judged at the budget
 
 from __future__ import annotations
 
-import functools
 import os
 
 from softattn import studies
@@ -34,21 +33,21 @@ CORE_S = Metric("core-seconds", "core_seconds", digits=0)
 
 # The first declared run's config: the data, model and probe they all share.
 FIRST = declaration.load(SPEC).runs[0].config
-
-
-def _probe() -> Metric:
-  """The declared probe's accuracy (one dataset, one shot count)."""
-  (name, _), = FIRST.fewshot.datasets.items()
-  return Metric("10-shot %", f"final/fewshot/{name}_"
-                f"{FIRST.fewshot.shots[0]}shot", 100.0)
-
-
-PROBE = _probe()
+# The declared probe's accuracy (one dataset, one shot count).
+(_PROBE_DATA, _), = FIRST.fewshot.datasets.items()
+PROBE = Metric("10-shot %", f"final/fewshot/{_PROBE_DATA}_"
+               f"{FIRST.fewshot.shots[0]}shot", 100.0)
+# L, the sequence length of the declared ViTs on 28x28 Fashion-MNIST: the
+# patches, plus one with a class token (``pool="tok"``).
+_PH, _PW = FIRST.model.patch_size
+TOKENS = (28 // _PH) * (28 // _PW) + (FIRST.model.pool == "tok")
+# The per-head dimension d (width / heads), the same at both reduced sizes
+# (unpacking fails if a size changes that).
+HEAD_DIM, = {w // h for w, _, _, h in study.SIZES.values()}
 
 # Sec. 4 lists h in {relu, relu2, gelu, softplus, identity}; the Fig. 2
 # caption (and Sec. 2) add relu6 and sigmoid. Both are run here, so their
 # claims are declared too, marked as resting on the caption only.
-OTHER_ACTS = [h for h in study.ACTS if h not in ("relu", "identity")]
 CAPTION_ONLY = ("relu6", "sigmoid")
 
 
@@ -72,17 +71,33 @@ def sel(norm, size="small", part="main", qkln=True, gated=False):
   return where
 
 
-def sequence_length() -> int:
-  """Sequence length of the declared ViTs on 28x28 Fashion-MNIST: the
-  patches, plus one with a class token (``pool="tok"``)."""
-  ph, pw = FIRST.model.patch_size
-  return (28 // ph) * (28 // pw) + (FIRST.model.pool == "tok")
+# Why relu6's "no clear best non-linearity" claim cannot fail here (the
+# reason below): with qk-LayerNorm each head's q and k have norm sqrt(d)
+# times at most their largest LN scale, which bounds the scores.
+RELU6_IS_RELU = (unavailable(
+    "a claim that cannot fail in this regime: relu6 differs from relu only "
+    "on scores above 6, and with qk-LayerNorm (no bias, scales initialised "
+    f"at 1) a score |q.k|/sqrt(d) is at most sqrt(d) = {HEAD_DIM ** 0.5:g}"
+    f" at init (head dim d = {HEAD_DIM}), and can reach 6 only once the "
+    "product of the largest q and k LayerNorm scales exceeds "
+    f"{6 / HEAD_DIM ** 0.5:g}; measured, the relu6 and relu runs of "
+    "the same part, size, alpha and seed agree (RESULTS.md: \"relu6 trains "
+    "as relu here\", the largest gap), so relu6/n trains as relu/n and the "
+    "1-point bound holds whatever the data, not because a non-linearity of "
+    "another shape matches relu"),)
 
 
-def _alpha_claims(label, part, s, t) -> list[Claim]:
-  """Fig. 2's "best alpha close to 1" (every h the setting ran: the other
-  activations have one seed below alpha 1, so the rule leaves them
-  inconclusive) and sequence-length scaling vs none."""
+def _setting_claims(label, part, size) -> list[Claim]:
+  """The claims judged at each of ``SETTINGS``: Fig. 2's "best alpha close
+  to 1" (every h the setting ran: the other activations have one seed
+  below alpha 1, so the rule leaves them inconclusive) and
+  sequence-length scaling vs none; "removing the activation hurts" at
+  every alpha with 3 seeds, and "no clear best non-linearity at alpha ~ 1"
+  as non-superiority (no h/n beats relu/n, the paper's choice, by more
+  than 1 point): the paper speaks of the top, so a worse activation does
+  not contradict it; relu/n and unscaled relu vs softmax."""
+  s = lambda norm: sel(norm, size, part)   # the setting's runs of norm
+  t = tag(label)
   acts = study.ACTS if part == "main" else ("relu", "identity")
   c = [Claim(f"alpha.{h}_1_gt_half.{t}", f"{label}: {h}, alpha 1 > alpha "
              "0.5 (best alpha close to 1)", fig2_ref(h),
@@ -96,22 +111,14 @@ def _alpha_claims(label, part, s, t) -> list[Claim]:
             ("relu", "Fig. 2", "sequence-length scaling helps"),
             ("identity", "Sec. 3", "\"scaling by a term involving "
              "sequence length L is beneficial\""))]
-  return c
-
-
-def _act_claims(label, part, s, t) -> list[Claim]:
-  """"Removing the activation hurts" at every alpha with 3 seeds, and "no
-  clear best non-linearity at alpha ~ 1" as non-superiority (no h/n beats
-  relu/n, the paper's choice, by more than 1 point): the paper speaks of
-  the top, so a worse activation does not contradict it."""
-  c = [Claim(f"act.relu_gt_identity{suf}.{t}", f"{label}: removing the "
-             f"activation hurts at alpha {a:g} (relu{n} > identity{n})",
-             "Sec. 2", "\"removing the activation entirely reduced "
-             "accuracy\"", ACCURACY, s(relu_n(a)), s(relu_n(a, "identity")),
-             ">", section="alpha")
-       for a, suf, n in ((1.0, "", "/n"), (0.0, "_a0", ""),
-                         (0.5, "_a05", "/n^0.5"))]
-  acts = OTHER_ACTS + ["identity"] if part == "main" else ["identity"]
+  c += [Claim(f"act.relu_gt_identity{suf}.{t}", f"{label}: removing the "
+              f"activation hurts at alpha {a:g} (relu{n} > identity{n})",
+              "Sec. 2", "\"removing the activation entirely reduced "
+              "accuracy\"", ACCURACY, s(relu_n(a)),
+              s(relu_n(a, "identity")), ">", section="alpha")
+        for a, suf, n in ((1.0, "", "/n"), (0.0, "_a0", ""),
+                          (0.5, "_a05", "/n^0.5"))]
+  acts = study.OTHER_ACTS + ["identity"] if part == "main" else ["identity"]
   c += [Claim(f"act.{h}_not_above_relu.{t}", f"{label}: no clear best "
               f"non-linearity at alpha 1: {h}/n does not beat relu/n by "
               "more than 1 point", fig2_ref(h), "\"no clear best "
@@ -119,38 +126,7 @@ def _act_claims(label, part, s, t) -> list[Claim]:
               s(relu_n(1.0)), "<", target=1.0, section="alpha",
               min_budget=RELU6_IS_RELU if h == "relu6" else ())
         for h in acts]
-  return c
-
-
-def _head_dim() -> int:
-  """The per-head dimension d (width / heads), the same at both reduced
-  sizes (unpacking fails if a size changes that)."""
-  d, = {w // h for w, _, _, h in study.SIZES.values()}
-  return d
-
-
-# relu6(s) = min(relu(s), 6) differs from relu only where a score exceeds
-# 6. With qk-LayerNorm (no bias, scales initialised at 1) each head's q and
-# k have norm sqrt(d) times at most their largest LN scale, so a score
-# |q.k|/sqrt(d) is at most sqrt(d) at init: 4 at d = 16. The measured
-# pairs agree (RESULTS.md's `relu6_gap` fact). A relu6/n that is relu/n
-# cannot beat it by a point, so "no clear best non-linearity" has nothing
-# to test with relu6 in this regime, whichever way the data fall.
-RELU6_IS_RELU = (unavailable(
-    "a claim that cannot fail in this regime: relu6 differs from relu only "
-    "on scores above 6, and with qk-LayerNorm (no bias, scales initialised "
-    f"at 1) a score |q.k|/sqrt(d) is at most sqrt(d) = {_head_dim() ** 0.5:g}"
-    f" at init (head dim d = {_head_dim()}), and can reach 6 only once the "
-    "product of the largest q and k LayerNorm scales exceeds "
-    f"{6 / _head_dim() ** 0.5:g}; measured, the relu6 and relu runs of "
-    "the same part, size, alpha and seed agree (RESULTS.md: \"relu6 trains "
-    "as relu here\", the largest gap), so relu6/n trains as relu/n and the "
-    "1-point bound holds whatever the data, not because a non-linearity of "
-    "another shape matches relu"),)
-
-
-def _softmax_claims(label, part, s, t) -> list[Claim]:
-  return [
+  return c + [
       Claim(f"sm.relu_equal.{t}", f"{label}: relu/n ~ softmax (±1 point)",
             "Fig. 1", "approaches or matches softmax", ACCURACY,
             s(relu_n(1.0)), s("softmax"), "~", margin=1.0, section="alpha"),
@@ -186,7 +162,7 @@ def _speed_claims() -> list[Claim]:
                 sel(relu_n(1.0, h), None, part(h)),
                 sel(relu_n(1.0), None, part(h)), ">", contrast="ratio",
                 pair_by=("seed", "model.width"), section="speed")
-          for h in OTHER_ACTS + ["identity"]]
+          for h in study.OTHER_ACTS + ["identity"]]
 
 
 def _gate_claims(h: str, prefix: str) -> list[Claim]:
@@ -240,7 +216,6 @@ def _ablation_claims() -> list[Claim]:
 
 
 def _untestable_claims() -> list[Claim]:
-  tokens = sequence_length()
   return [
       Claim("probe.fewshot", "10-shot transfer of relu/n ~ softmax",
             "Sec. 4 setup", "transfer by 10-shot linear probe (no number "
@@ -271,19 +246,14 @@ def _untestable_claims() -> list[Claim]:
                 "a derivation, true by construction: phi = relu(s)/L gives "
                 "E_j[alpha_ij] = E_j[relu(s_ij)]/L, which is O(1/L) when "
                 "the scores are O(1) at init; nothing a run could "
-                f"contradict (our runs also have one length, L = {tokens})"),
-                        )),
+                "contradict (our runs also have one length, "
+                f"L = {TOKENS})"),)),
   ]
 
 
 def _claims() -> list[Claim]:
-  c = []
-  for label, part, size in SETTINGS:
-    # s(norm): the setting's runs of norm; t: its claim-id suffix.
-    s = functools.partial(sel, size=size, part=part)
-    for fn in (_alpha_claims, _act_claims, _softmax_claims):
-      c += fn(label, part, s, tag(label))
-  return c + _speed_claims() + _ablation_claims() + _untestable_claims()
+  return [c for setting in SETTINGS for c in _setting_claims(*setting)] + \
+      _speed_claims() + _ablation_claims() + _untestable_claims()
 
 
 # Where in training each claim is judged, from the paper's wording (the

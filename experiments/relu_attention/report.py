@@ -33,14 +33,6 @@ def train_flops(run):
   return float(run.flops_per_step) * float(run.step)
 
 
-def _speed_row(label, h, part="main"):
-  """GFLOP per step at alpha 1 (the same in every seed; in brackets: its
-  ratio to relu/n's) and core-seconds, per size."""
-  return (label, [x for s in study.SIZES for x in (
-      Ratio(PER_STEP, sel(relu_n(1.0, h), s), sel(relu_n(1.0), s), True),
-      Cell(sel(relu_n(1.0, h), s, part), claims.CORE_S))])
-
-
 TABLES = {
     **{f"fig2.{claims.tag(label)}": Table(
         ["h", *[f"alpha {a:g}" for a in study.ALPHAS]],
@@ -52,9 +44,14 @@ TABLES = {
     "speed": Table(
         ["h", *[f"{s} {m}" for s in study.SIZES
                 for m in ("GFLOP/step", "core-seconds")]],
-        [_speed_row(h, h) for h in study.ACTS] +
-        [_speed_row(f"{h} (`{claims.SPEED_PART}`)", h, claims.SPEED_PART)
-         for h in ("relu", *claims.LATER_SESSION)]),
+        # Per size: GFLOP per step at alpha 1 (the same in every seed; in
+        # brackets: its ratio to relu/n's) and core-seconds.
+        [(label, [x for s in study.SIZES for x in (
+            Ratio(PER_STEP, sel(relu_n(1.0, h), s), sel(relu_n(1.0), s),
+                  True), Cell(sel(relu_n(1.0, h), s, part), claims.CORE_S))])
+         for label, h, part in [(h, h, "main") for h in study.ACTS] + [
+             (f"{h} (`{claims.SPEED_PART}`)", h, claims.SPEED_PART)
+             for h in ("relu", *claims.LATER_SESSION)]]),
     "gate": Table(
         ["normalizer", "qk-LN on", "qk-LN off", "gated",
          "gated train FLOPs", "not gated train FLOPs", "gated core-s",
@@ -89,8 +86,6 @@ PLOTS = {
                x_metric=metric, logx=True, dodge=dodge)
         for metric, dodge in ((claims.FLOPS, 0.025), (claims.CORE_S, 0.0))]),
 }
-# The `main` part runs every size (its setting labels are the size names),
-# the one-seed alpha grid and 3 seeds of relu and identity.
 
 
 def _grid(size):
@@ -134,7 +129,7 @@ FACTS = {
                      ACCURACY),
     "relu6_gap": _relu6_gap, "gate_ratio": Ratio(
         claims.FLOPS, sel(relu_n(1.0), gated=True), sel(relu_n(1.0))),
-    "tokens": str(claims.sequence_length()),
+    "tokens": str(claims.TOKENS),
 }
 
 STUDY = studies.Study(

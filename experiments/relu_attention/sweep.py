@@ -38,14 +38,13 @@ def relu_n(alpha, act="relu"):
 # The normalizers with 3 seeds at every size (and in the focus set).
 SEEDED = ["softmax"] + [relu_n(al, h) for h in ("relu", "identity")
                         for al in (0.0, 0.5, 1.0)]
+OTHER_ACTS = [h for h in ACTS if h not in ("relu", "identity")]
 # The other activations at alpha 1, 3 seeds at every size (main part only):
-# Fig. 2 compares the non-linearities there.
-AT_ALPHA_1 = [relu_n(1.0, h) for h in ACTS if h not in ("relu", "identity")]
-# ... and at alpha 0.5, so that each activation's "alpha 1 > alpha 0.5"
-# (Fig. 2's best alpha close to 1) has the rule's 3 seed pairs, not the
-# one-seed grid's one.
-AT_ALPHA_HALF = [relu_n(0.5, h) for h in ACTS
-                 if h not in ("relu", "identity")]
+# Fig. 2 compares the non-linearities there; and at alpha 0.5, so that each
+# activation's "alpha 1 > alpha 0.5" (Fig. 2's best alpha close to 1) has
+# the rule's 3 seed pairs, not the one-seed grid's one.
+AT_ALPHA_1 = [relu_n(1.0, h) for h in OTHER_ACTS]
+AT_ALPHA_HALF = [relu_n(0.5, h) for h in OTHER_ACTS]
 
 
 def _arg(arg):
@@ -61,35 +60,26 @@ def get_config(arg=None):
   if a.scale == "full":
     c = declaration.config_from_file("../../configs/i21k_vit.py",
                                      "variant=S/32", relative_to=__file__)
-    c.model.qk_layernorm = True
-    c.model.gated = False
-    return c
-  w, d, m, h = SIZES["small"]
-  c = declaration.config_from_file(
-      "../../configs/quickstart.py",
-      f"steps={a.steps},batch=128,width={w},depth={d}", relative_to=__file__)
-  c.model.mlp_dim = m
-  c.model.num_heads = h
-  c.model.qk_layernorm = True
-  c.model.gated = False
-  c.diagnostics = False
-  c.log_every = 20
-  c.eval_every = a.steps
-  c.checkpoint_every = a.steps
-  c.keep_checkpoints = 1
-  c.fewshot.datasets = {"fmnist": dict(
-      name="fashion_mnist", train_split="train[:2000]",
-      eval_split="test[:2000]", pp_eval="value_range(-1, 1)")}
-  c.fewshot.shots = [10]
-  c.fewshot.seeds = 3
-  c.fewshot.every = 0
+  else:
+    w, d, m, h = SIZES["small"]
+    c = declaration.config_from_file(
+        "../../configs/quickstart.py",
+        f"steps={a.steps},batch=128,width={w},depth={d}",
+        relative_to=__file__)
+    c.model.update(mlp_dim=m, num_heads=h)
+    c.update(diagnostics=False, log_every=20, eval_every=a.steps,
+             checkpoint_every=a.steps, keep_checkpoints=1)
+    c.fewshot.datasets = {"fmnist": dict(
+        name="fashion_mnist", train_split="train[:2000]",
+        eval_split="test[:2000]", pp_eval="value_range(-1, 1)")}
+    c.fewshot.update(shots=[10], seeds=3, every=0)
+  c.model.update(qk_layernorm=True, gated=False)
   return c
 
 
-def _sizes(a, names=None):
+def _sizes(a, names=SIZES):
   if a.scale == "full":
     return grid.sweep("model.variant", FULL_VARIANTS)
-  names = names or list(SIZES)
   return grid.zip_(*[grid.sweep(f"model.{k}", [SIZES[n][i] for n in names])
                      for i, k in enumerate(("width", "depth", "mlp_dim",
                                             "num_heads"))])
@@ -118,10 +108,9 @@ def get_sweep(arg=None):
                       grid.fixed("seed", 0))
   if a.scale == "full":
     return fig2
-  more = grid.sweep("seed", list(range(1, a.seeds)))
-  extra = grid.product(_sizes(a), grid.sweep("model.normalizer",
-                                             SEEDED + AT_ALPHA_1 +
-                                             AT_ALPHA_HALF), more)
+  extra = grid.product(_sizes(a), grid.sweep(
+      "model.normalizer", SEEDED + AT_ALPHA_1 + AT_ALPHA_HALF),
+                       grid.sweep("seed", list(range(1, a.seeds))))
   small = _sizes(a, ["small"])
   no_qkln = grid.product(small, grid.sweep("model.normalizer", [
       "softmax", relu_n(1.0), relu_n(1.0, "relu2")]),
