@@ -96,16 +96,6 @@ def _count(where):
           pick(lambda rs: sum(r.done for r in rs)), pick(len)]
 
 
-def _paper_t3(h, b):
-  return claims.paper_cell(claims.PAPER_T3[h][b]) if h in claims.PAPER_T3 \
-      else "-"
-
-
-def _paper_mem(h, i):
-  return (f"{claims.PAPER_MEM[h][i]} / {claims.PAPER_MS[h][i]}"
-          if h in claims.PAPER_MEM else "-")
-
-
 def _paper_rows(paper, keys, ours, label=LABEL.get, extra=lambda b: ()):
   """Tables 1 and 2: a row per block of the paper's ``paper[b][k]`` and
   ours, ``ours(b, k)``, for each ``k`` of ``keys``, then ``extra(b)``."""
@@ -117,17 +107,21 @@ def _paper_rows(paper, keys, ours, label=LABEL.get, extra=lambda b: ()):
 TABLES = {
     "t3": Table(["heads", "paper NL", "paper scaled NL", "ours NL",
                  "ours scaled NL", "ours scaled NL, He"],
-                [(str(h), [_paper_t3(h, "softmax"), _paper_t3(h, "scaled"),
+                [(str(h), [*[claims.paper_cell(claims.PAPER_T3[h][b])
+                             if h in claims.PAPER_T3 else "-" for b in BLOCKS],
                            err(sel(h)), err(sel(h, "scaled")),
                            err(claims.paper_sel(h, "scaled"))
                            if h in (1, 2, 4) else "-"]) for h in HEADS]),
     "t3b": Table(["heads", "paper NL MB / ms", "paper scaled MB / ms",
                   "XLA NL MB", "XLA scaled MB", "ours NL GFLOP",
                   "ours scaled GFLOP", "ours NL ms", "ours scaled ms"],
-                 [(str(h), [_paper_mem(h, 0), _paper_mem(h, 1), *[
+                 [(str(h), [*[f"{claims.PAPER_MEM[h][i]} / "
+                              f"{claims.PAPER_MS[h][i]}"
+                              if h in claims.PAPER_MEM else "-"
+                              for i in (0, 1)], *[
                      Cell(sel(h, b), m, fmt) for m, fmt in (
                          (claims.MEMORY, {"digits": 0}), (claims.FLOPS, {}),
-                         (claims.STEP_MS, {})) for b in BLOCKS]])
+                         (studies.STEP_MS, {})) for b in BLOCKS]])
                   for h in HEADS]),
     "t1": Table(["block", *[f"paper {m}" for m in MODES],
                  *[f"ours {m}" for m in MODES]],
