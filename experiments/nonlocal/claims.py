@@ -115,7 +115,7 @@ def _nl_matters(claim_id, setting):
                       "construction")
 
 
-def _table1(suffix, at, note="", helps=None) -> list[Claim]:
+def _table1(suffix, at, helps, note="") -> list[Claim]:
   """Table 1's claims on ``at(block, mode)`` selections; ``helps``: the
   precondition of its equivalence claim (``_nl_matters``)."""
   return [
@@ -137,7 +137,7 @@ def _table1(suffix, at, note="", helps=None) -> list[Claim]:
       Claim("t1.magnitude_equal" + suffix, "magnitude-only: scaled NL ~ NL "
             "(±1 point)" + note, "Table 1", "5.76 vs 5.83", ERROR,
             at("scaled", "magnitude"), at("softmax", "magnitude"), "~",
-            margin=1.0, section="t1", min_budget=(helps,) if helps else ()),
+            margin=1.0, section="t1", min_budget=(helps,)),
   ]
 
 
@@ -246,12 +246,11 @@ def _claims() -> list[Claim]:
                 "GFLOP columns above). The paper's sentence is about "
                 "memory and step time: `t3.nl_memory_grows`, "
                 "`t3.nl_memory_linear`, `t3.nl_time_grows`"),)),
-      *_table1("", lambda b, mode="base": sel(4, b, mode),
-               helps=_nl_matters("t3.nl_helps", "4 heads, sigma 0.01, "
-                                 "`main`")),
+      *_table1("", lambda b, mode="base": sel(4, b, mode), _nl_matters(
+          "t3.nl_helps", "4 heads, sigma 0.01, `main`")),
       *_table1(".h1", lambda b, mode="base": paper_sel(1, b, mode),
-               PAPER_NOTE, helps=_nl_matters(
-                   "sanity.nl_helps.h1", "1 head, sigma 0.01, `main`")),
+               _nl_matters("sanity.nl_helps.h1", "1 head, sigma 0.01, "
+                           "`main`"), PAPER_NOTE),
   ]
   # Table 2 at 4 heads (He vs sigma 0.01 at the longer budget, sigma 0 at
   # `main`) and in the paper's setting: 1 head, 300 steps x 3 seeds.

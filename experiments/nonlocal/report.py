@@ -179,27 +179,18 @@ PLOTS = {
 }
 
 
-def _both_settings(verdicts):
-  """(ours, the paper's setting) verdict pairs: the claims judged in both
-  (``ID`` and ``ID.h1`` / ``ID.paper``)."""
-  return [(v, verdicts[k + sfx]) for k, v in verdicts.items()
-          for sfx in (".h1", ".paper") if k + sfx in verdicts]
-
-
-def _settings_agree(_, verdicts):
-  """"13 of the 15": claims judged in ours and in the paper's setting
-  that get the same word in both."""
-  both = _both_settings(verdicts)
-  return f"{sum(a.word == b.word for a, b in both)} of the {len(both)}"
-
-
-def _settings_agree_words(_, verdicts):
-  """"12 inconclusive in both, 1 not testable here in both": the words of
-  the agreeing pairs, so that two failures to decide do not read as a
+def _settings_agree(verdicts):
+  """"13 of the 15", and "12 inconclusive in both, 1 not testable here in
+  both": how many of the claims judged in ours and in the paper's setting
+  (``ID`` and ``ID.h1`` / ``ID.paper``) get the same word in both, and the
+  words of those, so that two failures to decide do not read as a
   replication."""
-  same = [a.word for a, b in _both_settings(verdicts) if a.word == b.word]
-  return ", ".join(f"{same.count(w)} {w} in both" for w in studies.WORDS
-                   if w in same) or "none"
+  both = [(v.word, verdicts[k + sfx].word) for k, v in verdicts.items()
+          for sfx in (".h1", ".paper") if k + sfx in verdicts]
+  same = [a for a, b in both if a == b]
+  return f"{len(same)} of the {len(both)}", ", ".join(
+      f"{same.count(w)} {w} in both" for w in studies.WORDS
+      if w in same) or "none"
 
 
 def _sigma0_same(heads):
@@ -227,10 +218,9 @@ STUDY = studies.Study(
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": studies.step_ms},
     probe=probe, claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts={
-        "settings_agree": _settings_agree,
-        "settings_agree_words": _settings_agree_words,
-        "sigma0_same.h1": _sigma0_same(1),
-        "sigma0_same.h4": _sigma0_same(4)})
+        "settings_agree": lambda _, v: _settings_agree(v)[0],
+        "settings_agree_words": lambda _, v: _settings_agree(v)[1],
+        **{f"sigma0_same.h{h}": _sigma0_same(h) for h in (1, 4)}})
 
 
 if __name__ == "__main__":

@@ -84,15 +84,13 @@ def get_config(arg=None):
     c.num_epochs = 164.0
     c.schedule.boundary_epochs = [81, 122]
     c.log_every = 100
-    c.eval_every = 3910   # every 10 epochs
-    c.checkpoint_every = 3910
+    c.eval_every = c.checkpoint_every = 3910   # every 10 epochs
   else:
     c.total_steps = a.steps
     # The paper's drops (epochs 81 and 122 of 164) at half and 3/4 of steps.
     c.schedule.boundaries = [a.steps // 2, 3 * a.steps // 4]
     c.log_every = max(a.steps // 20, 1)
-    c.eval_every = a.steps
-    c.checkpoint_every = a.steps
+    c.eval_every = c.checkpoint_every = a.steps
     c.keep_checkpoints = 1
   c.diagnostics = False  # the report computes its attention statistic itself
   c.eval.batch_size = 1000
