@@ -39,12 +39,11 @@ def memory_table(cache) -> dict[tuple[int, str], float]:
       saved = json.load(f)
     if saved.get("spec") == spec:
       return {(int(h), b): v for h, b, v in saved["mb"]}
-  keys = {(0, "softmax")} | {(h, b) for h in HEADS[1:] for b in BLOCKS}
   out = {}
   for r in declaration.load(spec).runs:    # the first seed of each
     nl = r.config.model.nl_blocks
     key = (nl.heads, nl.normalizer)
-    if key in keys - out.keys() and (nl.mode, nl.init) == ("base", "normal"):
+    if key not in out and (nl.mode, nl.init) == ("base", "normal"):
       out[key] = studies.train_step_memory_mb(r.config, batch=128)
   studies.dump_json(cache, {"spec": spec, "mb": [
       [h, b, v] for (h, b), v in sorted(out.items())]})
