@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from softattn import studies
-from softattn.studies.claims import (ERROR, SANITY, Budget, Claim,
+from softattn.studies.claims import (ERROR, SANITY, STEP_MS, Budget, Claim,
                                      Metric, paper_fraction, precondition,
                                      unavailable, with_budgets)
 
@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NL = "model.nl_blocks."
 LABEL = {"softmax": "NL", "scaled": "scaled NL"}
 FOCUS = "init_1ep"
-MAIN_STEPS, FOCUS_STEPS = 300, 940     # sweep.py: `main`, `init_1ep` (~1 epoch)
+MAIN_STEPS, FOCUS_STEPS = 300, 940  # sweep.py: `main`, `init_1ep` (~1 epoch)
 SWEEP = studies.load_module(os.path.join(HERE, "sweep.py"))
 # Sec. 3.1's block without the scaling factor (``sweep.py:subset=unscaled``)
 # and Fig. 2's embedding width (``subset=embed``), as the sweep declares
@@ -59,7 +59,6 @@ PAPER_T2 = {"softmax": {"he": (5.91, 25.82), "normal": (5.73, 25.12),
                        "zeros": (6.14, 26.24)}}
 INITS = {"he": "He", "normal": "sigma 0.01", "zeros": "sigma 0"}
 
-STEP_MS = studies.STEP_MS
 MEMORY = Metric("XLA train-step MB (full scale)", "value/full_step_mb",
                 digits=0)
 VERTICAL = Metric("var across queries / var across keys",
@@ -116,7 +115,7 @@ def _nl_matters(claim_id, setting):
                       "construction")
 
 
-def _table1(suffix, at, note="", helps=None) -> list[Claim]:
+def _table1(suffix, at, helps, note="") -> list[Claim]:
   """Table 1's claims on ``at(block, mode)`` selections; ``helps``: the
   precondition of its equivalence claim (``_nl_matters``)."""
   return [
@@ -138,7 +137,7 @@ def _table1(suffix, at, note="", helps=None) -> list[Claim]:
       Claim("t1.magnitude_equal" + suffix, "magnitude-only: scaled NL ~ NL "
             "(±1 point)" + note, "Table 1", "5.76 vs 5.83", ERROR,
             at("scaled", "magnitude"), at("softmax", "magnitude"), "~",
-            margin=1.0, section="t1", min_budget=(helps,) if helps else ()),
+            margin=1.0, section="t1", min_budget=(helps,)),
   ]
 
 
@@ -155,16 +154,15 @@ def paper_cell(pair):
 
 
 def _claims() -> list[Claim]:
-  c = []
   # Table 3's head counts; our 8-head runs are in the table, but the paper
   # makes no 8-head claim to judge.
-  for h in (1, 2, 4):
-    c.append(Claim(f"t3.scaled_lt_nl.h{h}", f"scaled NL error < NL error, "
-                   f"{h} head(s)", "Table 3",
-                   paper_cell(PAPER_T3[h]["scaled"]) + " vs " +
-                   paper_cell(PAPER_T3[h]["softmax"]), ERROR, sel(h, "scaled"),
-                   sel(h), "<", section="t3"))
-  c += [
+  scaled_lt_nl = lambda sfx, at, note: [Claim(
+      f"t3.scaled_lt_nl.h{h}{sfx}", f"scaled NL{note} error < NL error, "
+      f"{h} head(s)", "Table 3", paper_cell(PAPER_T3[h]["scaled"]) + " vs "
+      + paper_cell(PAPER_T3[h]["softmax"]), ERROR, at(h, "scaled"), at(h),
+      "<", section="t3") for h in (1, 2, 4)]
+  c = [
+      *scaled_lt_nl("", sel, ""),
       Claim("t3.nl_helps", "NL blocks help: 4-head NL error < no NL",
             "Table 3", "5.62 vs 6.37 (CIFAR-10)", ERROR, sel(4), sel(0), "<",
             section="t3"),
@@ -180,11 +178,7 @@ def _claims() -> list[Claim]:
             sel(1, "scaled"), "<", section="t3"),
       Claim("t3.heads_help_nl", "more heads help NL: 4 < 1 head", "Table 3",
             "5.62 vs 5.73", ERROR, sel(4), sel(1), "<", section="t3"),
-      *[Claim(f"t3.scaled_lt_nl.h{h}.paper", f"scaled NL (He, the "
-              f"paper's init for it) error < NL error, {h} head(s)",
-              "Table 3", paper_cell(PAPER_T3[h]["scaled"]) + " vs " +
-              paper_cell(PAPER_T3[h]["softmax"]), ERROR, paper_sel(h, "scaled"),
-              paper_sel(h), "<", section="t3") for h in (1, 2, 4)],
+      *scaled_lt_nl(".paper", paper_sel, " (He, the paper's init for it)"),
       Claim("t3.heads_help_scaled.paper", "more heads help scaled NL (He): "
             "4 < 1 head", "Table 3", "5.43 vs 5.64", ERROR,
             paper_sel(4, "scaled"), paper_sel(1, "scaled"), "<",
@@ -238,13 +232,7 @@ def _claims() -> list[Claim]:
             "'without additional computational cost'", FLOPS,
             sel(4, "scaled"), sel(1, "scaled"), "<", target=1.01,
             contrast="ratio", deterministic=True, section="t3b"),
-      # Holds by construction, so it is not a test: NL's matrix products
-      # (the HW x HW scores and the weighted sum, HW^2 C multiply-adds over
-      # N_h heads of C / N_h channels) do not depend on the head count;
-      # only the per-head softmax (N_h x HW^2 elementwise operations)
-      # grows with it, so every multi-head NL has ratio > 1. The paper's
-      # sentence is about memory and step time, judged as
-      # `t3.nl_memory_grows`, `t3.nl_memory_linear` and `t3.nl_time_grows`.
+      # Holds by construction, so it is not a test (the reason says why).
       Claim("t3.nl_flops_grow", "NL FLOPs grow from 1 to 4 heads (XLA "
             "count, 4-head / 1-head > 1)", "Sec. 1, Table 3",
             "step time a linear function of heads", FLOPS, sel(4), sel(1),
@@ -258,46 +246,35 @@ def _claims() -> list[Claim]:
                 "GFLOP columns above). The paper's sentence is about "
                 "memory and step time: `t3.nl_memory_grows`, "
                 "`t3.nl_memory_linear`, `t3.nl_time_grows`"),)),
-      *_table1("", lambda b, mode="base": sel(4, b, mode),
-               helps=_nl_matters("t3.nl_helps", "4 heads, sigma 0.01, "
-                                 "`main`")),
+      *_table1("", lambda b, mode="base": sel(4, b, mode), _nl_matters(
+          "t3.nl_helps", "4 heads, sigma 0.01, `main`")),
       *_table1(".h1", lambda b, mode="base": paper_sel(1, b, mode),
-               PAPER_NOTE, helps=_nl_matters(
-                   "sanity.nl_helps.h1", "1 head, sigma 0.01, `main`")),
-      Claim("t2.nl_normal_beats_he", "NL: sigma 0.01 beats He (the longer "
-            f"budget, `{FOCUS}`)", "Table 2", "5.73 vs 5.91", ERROR,
-            sel(4, part=FOCUS), sel(4, init="he", part=FOCUS), "<",
-            section="t2"),
-      # Sec. 4: scaled NL "shows the best performance with the standard He
-      # initialization": a direction (lower error than sigma 0.01).
-      Claim("t2.scaled_he_best", "scaled NL: He beats sigma 0.01 (the "
-            f"longer budget, `{FOCUS}`)", "Table 2, Sec. 4", "5.64 vs 5.69", ERROR,
-            sel(4, "scaled", init="he", part=FOCUS),
-            sel(4, "scaled", part=FOCUS), "<", section="t2"),
+               _nl_matters("sanity.nl_helps.h1", "1 head, sigma 0.01, "
+                           "`main`"), PAPER_NOTE),
   ]
-  for b in ("softmax", "scaled"):
-    c.append(Claim(f"t2.zeros_worst.{b}", f"{LABEL[b]}: sigma 0 is worse "
-                   "than sigma 0.01", "Table 2",
-                   f"{PAPER_T2[b]['zeros'][0]} vs {PAPER_T2[b]['normal'][0]}",
-                   ERROR, sel(4, b, init="zeros"), sel(4, b), ">",
-                   section="t2"))
-  # Table 2 in the paper's setting: 1 head, 300 steps x 3 seeds.
+  # Table 2 at 4 heads (He vs sigma 0.01 at the longer budget, sigma 0 at
+  # `main`) and in the paper's setting: 1 head, 300 steps x 3 seeds.
   one = lambda b, init: paper_sel(1, b, init=init)
-  c += [
-      Claim("t2.nl_normal_beats_he.h1", "NL: sigma 0.01 beats He"
-            + PAPER_NOTE, "Table 2", "5.73 vs 5.91", ERROR,
-            one("softmax", "normal"), one("softmax", "he"), "<",
-            section="t2"),
-      Claim("t2.scaled_he_best.h1", "scaled NL: He beats sigma 0.01"
-            + PAPER_NOTE, "Table 2, Sec. 4", "5.64 vs 5.69", ERROR,
-            one("scaled", "he"), one("scaled", "normal"), "<",
-            section="t2"),
-      *[Claim(f"t2.zeros_worst.{b}.h1", f"{LABEL[b]}: sigma 0 is worse "
-              "than sigma 0.01" + PAPER_NOTE, "Table 2",
-              f"{PAPER_T2[b]['zeros'][0]} vs {PAPER_T2[b]['normal'][0]}",
-              ERROR, one(b, "zeros"), one(b, "normal"), ">", section="t2")
-        for b in ("softmax", "scaled")],
-  ]
+  for sfx, at, note, zeros_at, zeros_note in (
+      ("", lambda b, init: sel(4, b, init=init, part=FOCUS),
+       f" (the longer budget, `{FOCUS}`)",
+       lambda b, init: sel(4, b, init=init), ""),
+      (".h1", one, PAPER_NOTE, one, PAPER_NOTE)):
+    c += [
+        Claim(f"t2.nl_normal_beats_he{sfx}", "NL: sigma 0.01 beats He" + note,
+              "Table 2", "5.73 vs 5.91", ERROR, at("softmax", "normal"),
+              at("softmax", "he"), "<", section="t2"),
+        # Sec. 4: scaled NL "shows the best performance with the standard
+        # He initialization": a direction (lower error than sigma 0.01).
+        Claim(f"t2.scaled_he_best{sfx}", "scaled NL: He beats sigma 0.01"
+              + note, "Table 2, Sec. 4", "5.64 vs 5.69", ERROR,
+              at("scaled", "he"), at("scaled", "normal"), "<", section="t2"),
+        *[Claim(f"t2.zeros_worst.{b}{sfx}", f"{LABEL[b]}: sigma 0 is worse "
+                "than sigma 0.01" + zeros_note, "Table 2",
+                f"{PAPER_T2[b]['zeros'][0]} vs {PAPER_T2[b]['normal'][0]}",
+                ERROR, zeros_at(b, "zeros"), zeros_at(b, "normal"), ">",
+                section="t2") for b in LABEL],
+    ]
   c += _robust_init()
   c += [
       Claim("s31.scaled_never_diverges", "scaled NL never diverges (every "
@@ -369,23 +346,21 @@ def _robust_init() -> list[Claim]:
   """The abstract's "robustness to embedding weight initialization", at
   He (the standard init the paper recommends for scaled NL): scaled NL He
   < NL He wherever both ran, and scaled NL He < scaled NL sigma 0."""
-  paper = (f"{PAPER_T2['scaled']['he'][0]} vs "
-           f"{PAPER_T2['softmax']['he'][0]}")
-  where = {"": dict(part="main"), ".1ep": dict(part=FOCUS),
-           ".h1": dict(part=PAPER_PART)}
-  c = [Claim(f"t2.scaled_lt_nl.he{sfx}", "He init: scaled NL error < NL "
-             f"error ({'1 head' if sfx == '.h1' else '4 heads'}, "
-             f"`{kw['part']}`)", "Table 2, abstract", paper, ERROR,
-             sel(1 if sfx == ".h1" else 4, "scaled", init="he", **kw),
-             sel(1 if sfx == ".h1" else 4, init="he", **kw), "<",
-             section="t2") for sfx, kw in where.items()]
-  zeros = f"{PAPER_T2['scaled']['he'][0]} vs {PAPER_T2['scaled']['zeros'][0]}"
-  c += [Claim(f"t2.scaled_he_lt_zeros{sfx}", "scaled NL: He error < sigma 0 "
-              f"error ({h} head{'s' if h > 1 else ''})", "Table 2", zeros,
-              ERROR, paper_sel(h, "scaled", init="he"),
-              paper_sel(h, "scaled", init="zeros"), "<", section="t2")
-        for sfx, h in (("", 4), (".h1", 1))]
-  return c
+  he = PAPER_T2["scaled"]["he"][0]
+  heads = lambda h: f"{h} head{'s' if h > 1 else ''}"
+  return [Claim(f"t2.scaled_lt_nl.he{sfx}", "He init: scaled NL error < NL "
+                f"error ({heads(h)}, `{part}`)", "Table 2, abstract",
+                f"{he} vs {PAPER_T2['softmax']['he'][0]}", ERROR,
+                sel(h, "scaled", init="he", part=part),
+                sel(h, init="he", part=part), "<", section="t2")
+          for sfx, h, part in (("", 4, "main"), (".1ep", 4, FOCUS),
+                               (".h1", 1, PAPER_PART))] + [
+      Claim(f"t2.scaled_he_lt_zeros{sfx}", "scaled NL: He error < sigma 0 "
+            f"error ({heads(h)})", "Table 2",
+            f"{he} vs {PAPER_T2['scaled']['zeros'][0]}", ERROR,
+            paper_sel(h, "scaled", init="he"),
+            paper_sel(h, "scaled", init="zeros"), "<", section="t2")
+      for sfx, h in (("", 4), (".h1", 1))]
 
 
 # Where in training each claim is judged, from the paper's wording (the
@@ -404,26 +379,23 @@ BUDGET_TABLE = (
       for cid in ("t2.nl_normal_beats_he", "t2.scaled_he_best")],
     *[(cid, Budget((MAIN_STEPS,), _FIXED + "the `main` runs"))
       for cid in ("t3.*memory*", "t3.*flops*")],
-    ("t3.*time*", Budget((MAIN_STEPS,), "Table 3: ms per batch, a rate "
-                         "(no training stage), measured over the `main` "
-                         "runs")),
+    ("t3.*time*", Budget((MAIN_STEPS,), "Table 3: ms per batch, a rate (no "
+                         "training stage), measured over the `main` runs")),
     ("s31.scaled_never_diverges", Budget(
         (MAIN_STEPS, FOCUS_STEPS), "Sec. 3.1: \"scaling successfully "
         "prevents divergence\" (at any point of training): every scaled "
         "NL run, at each of our lengths")),
     ("s31.*", Budget((MAIN_STEPS,), "Sec. 3.1: \"often diverging\" (at "
                      "any point of training): the `unscaled` runs")),
-    ("fig2.embed_reduction", Budget((MAIN_STEPS,), "Fig. 2: test error "
-                                    "after the paper's 164 epochs by "
-                                    "embedding width, read at the "
-                                    f"{MAIN_STEPS} steps of `main` and "
-                                    f"`{EMBED_PART}`")),
+    ("fig2.embed_reduction", Budget((MAIN_STEPS,), (
+        "Fig. 2: test error after the paper's 164 epochs by embedding "
+        f"width, read at the {MAIN_STEPS} steps of `main` and "
+        f"`{EMBED_PART}`"))),
     ("fig1.vertical_lines", Budget((MAIN_STEPS,), "Fig. 1: maps of trained "
                                    "networks, read on the `main` runs")),
-    ("sanity.nl_helps.h1", Budget((MAIN_STEPS,), "what "
-                                  "`t1.magnitude_equal.h1` presupposes, "
-                                  "read where that claim is: the `main` "
-                                  f"{MAIN_STEPS} steps")),
+    ("sanity.nl_helps.h1", Budget((MAIN_STEPS,), (
+        "what `t1.magnitude_equal.h1` presupposes, read where that claim "
+        f"is: the `main` {MAIN_STEPS} steps"))),
     ("t3.cifar100", Budget((), "Tables 3-4 after 164 epochs on CIFAR-100 "
                            "and Tiny-ImageNet: no runs here (see the "
                            "reason)")),

@@ -39,12 +39,11 @@ def memory_table(cache) -> dict[tuple[int, str], float]:
       saved = json.load(f)
     if saved.get("spec") == spec:
       return {(int(h), b): v for h, b, v in saved["mb"]}
-  keys = {(0, "softmax")} | {(h, b) for h in HEADS[1:] for b in BLOCKS}
   out = {}
   for r in declaration.load(spec).runs:    # the first seed of each
     nl = r.config.model.nl_blocks
     key = (nl.heads, nl.normalizer)
-    if key in keys - out.keys() and (nl.mode, nl.init) == ("base", "normal"):
+    if key not in out and (nl.mode, nl.init) == ("base", "normal"):
       out[key] = studies.train_step_memory_mb(r.config, batch=128)
   studies.dump_json(cache, {"spec": spec, "mb": [
       [h, b, v] for (h, b), v in sorted(out.items())]})
@@ -96,16 +95,6 @@ def _count(where):
           pick(lambda rs: sum(r.done for r in rs)), pick(len)]
 
 
-def _paper_t3(h, b):
-  return claims.paper_cell(claims.PAPER_T3[h][b]) if h in claims.PAPER_T3 \
-      else "-"
-
-
-def _paper_mem(h, i):
-  return (f"{claims.PAPER_MEM[h][i]} / {claims.PAPER_MS[h][i]}"
-          if h in claims.PAPER_MEM else "-")
-
-
 def _paper_rows(paper, keys, ours, label=LABEL.get, extra=lambda b: ()):
   """Tables 1 and 2: a row per block of the paper's ``paper[b][k]`` and
   ours, ``ours(b, k)``, for each ``k`` of ``keys``, then ``extra(b)``."""
@@ -117,17 +106,21 @@ def _paper_rows(paper, keys, ours, label=LABEL.get, extra=lambda b: ()):
 TABLES = {
     "t3": Table(["heads", "paper NL", "paper scaled NL", "ours NL",
                  "ours scaled NL", "ours scaled NL, He"],
-                [(str(h), [_paper_t3(h, "softmax"), _paper_t3(h, "scaled"),
+                [(str(h), [*[claims.paper_cell(claims.PAPER_T3[h][b])
+                             if h in claims.PAPER_T3 else "-" for b in BLOCKS],
                            err(sel(h)), err(sel(h, "scaled")),
                            err(claims.paper_sel(h, "scaled"))
                            if h in (1, 2, 4) else "-"]) for h in HEADS]),
     "t3b": Table(["heads", "paper NL MB / ms", "paper scaled MB / ms",
                   "XLA NL MB", "XLA scaled MB", "ours NL GFLOP",
                   "ours scaled GFLOP", "ours NL ms", "ours scaled ms"],
-                 [(str(h), [_paper_mem(h, 0), _paper_mem(h, 1), *[
+                 [(str(h), [*[f"{claims.PAPER_MEM[h][i]} / "
+                              f"{claims.PAPER_MS[h][i]}"
+                              if h in claims.PAPER_MEM else "-"
+                              for i in (0, 1)], *[
                      Cell(sel(h, b), m, fmt) for m, fmt in (
                          (claims.MEMORY, {"digits": 0}), (claims.FLOPS, {}),
-                         (claims.STEP_MS, {})) for b in BLOCKS]])
+                         (studies.STEP_MS, {})) for b in BLOCKS]])
                   for h in HEADS]),
     "t1": Table(["block", *[f"paper {m}" for m in MODES],
                  *[f"ours {m}" for m in MODES]],
@@ -185,27 +178,18 @@ PLOTS = {
 }
 
 
-def _both_settings(verdicts):
-  """(ours, the paper's setting) verdict pairs: the claims judged in both
-  (``ID`` and ``ID.h1`` / ``ID.paper``)."""
-  return [(v, verdicts[k + sfx]) for k, v in verdicts.items()
-          for sfx in (".h1", ".paper") if k + sfx in verdicts]
-
-
-def _settings_agree(_, verdicts):
-  """"13 of the 15": claims judged in ours and in the paper's setting
-  that get the same word in both."""
-  both = _both_settings(verdicts)
-  return f"{sum(a.word == b.word for a, b in both)} of the {len(both)}"
-
-
-def _settings_agree_words(_, verdicts):
-  """"12 inconclusive in both, 1 not testable here in both": the words of
-  the agreeing pairs, so that two failures to decide do not read as a
+def _settings_agree(verdicts):
+  """"13 of the 15", and "12 inconclusive in both, 1 not testable here in
+  both": how many of the claims judged in ours and in the paper's setting
+  (``ID`` and ``ID.h1`` / ``ID.paper``) get the same word in both, and the
+  words of those, so that two failures to decide do not read as a
   replication."""
-  same = [a.word for a, b in _both_settings(verdicts) if a.word == b.word]
-  return ", ".join(f"{same.count(w)} {w} in both" for w in studies.WORDS
-                   if w in same) or "none"
+  both = [(v.word, verdicts[k + sfx].word) for k, v in verdicts.items()
+          for sfx in (".h1", ".paper") if k + sfx in verdicts]
+  same = [a for a, b in both if a == b]
+  return f"{len(same)} of the {len(both)}", ", ".join(
+      f"{same.count(w)} {w} in both" for w in studies.WORDS
+      if w in same) or "none"
 
 
 def _sigma0_same(heads):
@@ -233,10 +217,9 @@ STUDY = studies.Study(
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": studies.step_ms},
     probe=probe, claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts={
-        "settings_agree": _settings_agree,
-        "settings_agree_words": _settings_agree_words,
-        "sigma0_same.h1": _sigma0_same(1),
-        "sigma0_same.h4": _sigma0_same(4)})
+        "settings_agree": lambda _, v: _settings_agree(v)[0],
+        "settings_agree_words": lambda _, v: _settings_agree(v)[1],
+        **{f"sigma0_same.h{h}": _sigma0_same(h) for h in (1, 4)}})
 
 
 if __name__ == "__main__":

@@ -46,10 +46,9 @@ def _arg(arg):
   declaration.check_choices(
       a, subset=("all", "init", "paper", "unscaled", "embed"),
       scale=declaration.SCALES)
-  if not a.seeds:
-    a.seeds = 10 if a.scale == "full" else 3
-  if not a.depth:
-    a.depth = 56 if a.scale == "full" else 20
+  full = a.scale == "full"
+  a.seeds = a.seeds or (10 if full else 3)
+  a.depth = a.depth or (56 if full else 20)
   return a
 
 
@@ -85,15 +84,13 @@ def get_config(arg=None):
     c.num_epochs = 164.0
     c.schedule.boundary_epochs = [81, 122]
     c.log_every = 100
-    c.eval_every = 3910   # every 10 epochs
-    c.checkpoint_every = 3910
+    c.eval_every = c.checkpoint_every = 3910   # every 10 epochs
   else:
     c.total_steps = a.steps
     # The paper's drops (epochs 81 and 122 of 164) at half and 3/4 of steps.
     c.schedule.boundaries = [a.steps // 2, 3 * a.steps // 4]
     c.log_every = max(a.steps // 20, 1)
-    c.eval_every = a.steps
-    c.checkpoint_every = a.steps
+    c.eval_every = c.checkpoint_every = a.steps
     c.keep_checkpoints = 1
   c.diagnostics = False  # the report computes its attention statistic itself
   c.eval.batch_size = 1000
@@ -102,37 +99,30 @@ def get_config(arg=None):
 
 def get_sweep(arg=None):
   a = _arg(arg)
-  nl = "model.nl_blocks."
   seed = grid.sweep("seed", list(range(a.seeds)))
-  four = grid.fixed(nl + "heads", 4)
-  at4 = lambda *f: grid.product(grid.sweep(nl + "normalizer", BLOCKS), four,
-                                *f, seed)    # both blocks at 4 heads
+
+  def nl(**fields):
+    """The NL blocks' ``fields`` (a list: swept; else fixed), x seeds."""
+    return grid.product(*[
+        (grid.sweep if isinstance(v, list) else grid.fixed)(
+            "model.nl_blocks." + k, v) for k, v in fields.items()], seed)
+
   if a.subset == "init":
-    return at4(grid.sweep(nl + "init", ["he", "normal"]))
+    return nl(normalizer=BLOCKS, heads=4, init=["he", "normal"])
   if a.subset == "unscaled":
     # He: the paper's init for the scaled block this one is the ablation of.
-    return grid.product(grid.fixed(nl + "normalizer", UNSCALED), four,
-                        grid.fixed(nl + "init", "he"), seed)
+    return nl(normalizer=UNSCALED, heads=4, init="he")
   if a.subset == "embed":
-    return at4(grid.fixed(nl + "embed_channels", EMBED))
+    return nl(normalizer=BLOCKS, heads=4, embed_channels=EMBED)
   if a.subset == "paper":
-    block = lambda b: grid.fixed(nl + "normalizer", b)
-    one = grid.fixed(nl + "heads", 1)
-    he = grid.fixed(nl + "init", "he")
     return grid.chain(
-        grid.product(block("scaled"), he, grid.sweep(nl + "heads", [1, 2]),
-                     seed),
-        grid.product(block("softmax"), one, grid.sweep(nl + "mode", MODES),
-                     seed),
-        grid.product(block("scaled"), one, he, grid.sweep(nl + "mode", MODES),
-                     seed),
-        grid.product(block("softmax"), one, grid.sweep(nl + "init", INITS),
-                     seed),
-        grid.product(block("scaled"), one, grid.fixed(nl + "init", "zeros"),
-                     seed))
-  no_nl = grid.product(grid.fixed(nl + "heads", 0),
-                       grid.fixed(nl + "normalizer", "softmax"), seed)
-  table3 = grid.product(grid.sweep(nl + "normalizer", BLOCKS),
-                        grid.sweep(nl + "heads", HEADS), seed)
-  return grid.chain(no_nl, table3, at4(grid.sweep(nl + "mode", MODES)),
-                    at4(grid.sweep(nl + "init", INITS)))
+        nl(normalizer="scaled", init="he", heads=[1, 2]),
+        nl(normalizer="softmax", heads=1, mode=MODES),
+        nl(normalizer="scaled", heads=1, init="he", mode=MODES),
+        nl(normalizer="softmax", heads=1, init=INITS),
+        nl(normalizer="scaled", heads=1, init="zeros"))
+  # No NL block; Table 3's heads; Tables 1 and 2 at 4 heads.
+  return grid.chain(nl(heads=0, normalizer="softmax"),
+                    nl(normalizer=BLOCKS, heads=HEADS),
+                    nl(normalizer=BLOCKS, heads=4, mode=MODES),
+                    nl(normalizer=BLOCKS, heads=4, init=INITS))
