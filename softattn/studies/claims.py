@@ -102,6 +102,12 @@ class Metric:
       v = v / d if d else None
     return None if v is None else self.offset + self.scale * v
 
+  def finished(self, runs: Sequence[Run], where: Mapping[str, Any]
+               ) -> list[float]:
+    """The metric of each finished run ``where`` selects that has it."""
+    return [v for r in select(runs, where)
+            if r.done and (v := self.of(r)) is not None]
+
 
 ACCURACY = Metric("test accuracy %", "final/accuracy", 100.0, unit=" points")
 ERROR = Metric("test error %", "final/accuracy", -100.0, 100.0,

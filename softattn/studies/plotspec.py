@@ -133,11 +133,6 @@ def palette(plot: Plot) -> dict[str, str]:
   return colors
 
 
-def _values(runs: Sequence[Run], where: Selection, m: Metric) -> list[float]:
-  vals = [m.of(r) for r in select(runs, where) if r.done]
-  return [v for v in vals if v is not None]
-
-
 def _mean_ci(ax, x: float, vals: Sequence[float], color: str,
              marker: str) -> float:
   """Every value as a small dot, the mean as a marker with its 95 %
@@ -161,11 +156,11 @@ def _points(ax, p: Points, runs, colors) -> int:
     marker, off = plots.MARKERS[i % len(plots.MARKERS)], (i - mid) * p.dodge
     line, ns = [], []
     for x, where in pts:
-      vals = _values(runs, where, p.y)
+      vals = p.y.finished(runs, where)
       if not vals:
         continue
       if p.x_metric is not None:
-        xs = _values(runs, where, p.x_metric)
+        xs = p.x_metric.finished(runs, where)
         if not xs:
           continue
         x = float(np.mean(xs))
@@ -180,7 +175,7 @@ def _points(ax, p: Points, runs, colors) -> int:
       drawn += 1
   if p.reference is not None:
     label, where = p.reference
-    vals = _values(runs, where, p.y)
+    vals = p.y.finished(runs, where)
     if vals:
       s = stats.summarize(vals)
       ax.axhline(s.mean, color="k", ls="--",

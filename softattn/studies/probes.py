@@ -75,17 +75,11 @@ def batch_stats(state) -> dict:
 def attention_weights(config, state, images) -> dict[str, np.ndarray]:
   """``{layer path: [images, heads, queries, keys]}``: the weights every
   attention layer sows (``softattn.nn.attention.observe``) on ``images``."""
-  import jax  # pylint: disable=g-import-not-at-top
   model = build_model(config)
   _, sown = model.apply({"params": state["params"], **batch_stats(state)},
                         images, train=False, mutable=["attention_weights"])
-  flat = jax.tree_util.tree_flatten_with_path(sown["attention_weights"])[0]
-  out = {}
-  for path, w in flat:
-    name = "/".join(str(getattr(p, "key", getattr(p, "idx", p)))
-                    for p in path)
-    out[re.sub(r"/weights/0$", "", name)] = np.asarray(w)
-  return out
+  return {re.sub(r"/weights/0$", "", name): np.asarray(w)
+          for name, w in _named(sown["attention_weights"])}
 
 
 def probed_attention(runs, n: int, keep=None):

@@ -108,13 +108,6 @@ class Events:
                                       if at else "")
 
 
-def _mean(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric
-          ) -> float | None:
-  """``metric``'s mean over the finished runs ``where`` selects."""
-  return stats.summarize([metric.of(r) for r in select(runs, where)
-                          if r.done]).mean
-
-
 @dataclasses.dataclass(frozen=True)
 class Ratio:
   """A derived cell: ``metric``'s mean over the finished runs of ``a``
@@ -126,7 +119,8 @@ class Ratio:
   show_a: bool = False
 
   def text(self, runs: Sequence[Run]) -> str:
-    a, b = _mean(runs, self.a, self.metric), _mean(runs, self.b, self.metric)
+    a, b = (stats.summarize(self.metric.finished(runs, w)).mean
+            for w in (self.a, self.b))
     if a is None or b is None:
       return NOT_RUN
     return f"{a:.3f} ({a / b:.3f})" if self.show_a else f"{a / b:.3f}"
@@ -173,8 +167,7 @@ class Span:
   fmt: str = ".3g"
 
   def text(self, runs: Sequence[Run]) -> str:
-    got = [v for w in self.wheres for r in select(runs, w)
-           if r.done and (v := self.metric.of(r)) is not None]
+    got = [v for w in self.wheres for v in self.metric.finished(runs, w)]
     if not got:
       return "?"
     lo, hi = f"{min(got):{self.fmt}}", f"{max(got):{self.fmt}}"
@@ -191,8 +184,8 @@ class Spread:
   digits: int = 1
 
   def text(self, runs: Sequence[Run]) -> str:
-    halves = [stats.summarize([self.metric.of(r) for r in select(runs, w)
-                               if r.done]).half for w in self.wheres]
+    halves = [stats.summarize(self.metric.finished(runs, w)).half
+              for w in self.wheres]
     halves = [h for h in halves if h]
     return f"±{max(halves):.{self.digits}f}" if halves else "?"
 
@@ -318,11 +311,6 @@ def claims_table(claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
                   rows)
 
 
-def counts_line(verdicts: Mapping[str, Verdict]) -> str:
-  c = claims_lib.counts(verdicts)
-  return ", ".join(f"{n} {w}" for w, n in c.items())
-
-
 def image(path: str | None, alt: str) -> str:
   if not path:
     return f"({alt}: plotted once runs have finished)"
@@ -362,7 +350,8 @@ def from_template(path: str, template_path: str, *, data: str,
                        f"per-run data in `{data}`;\ndo not edit by hand (edit "
                        f"the template). Regenerate from that file alone:"
                        f"\n\n    {command}",
-          "summary": f"{counts_line(verdicts)} ({len(claims)} claims)",
+          "summary": ", ".join(f"{n} {w}" for w, n in claims_lib.counts(
+              verdicts).items()) + f" ({len(claims)} claims)",
           "runs": f"{run_summary(runs)}. Measured cost: "
                   f"{cost_summary(runs)}.",
           "rule": claims_lib.RULE},

@@ -102,24 +102,22 @@ def _verdict(ctx: Context, cid: str) -> Verdict:
   return _pick("claim", cid.strip(), ctx.verdicts)
 
 
-def _p(ctx: Context, cid: str) -> str:
-  v = _verdict(ctx, cid)
-  if v.p is None and not ctx.check:
-    return "no p-value"
-  if v.p is None:
-    raise TemplateError(f"claim {cid!r} has no p-value ({v.word}); "
-                        "write its label ({{verdict:...}}) instead")
-  return f"{v.p:.2g}"
-
-
-def _estimate(ctx: Context, cid: str) -> str:
-  v = _verdict(ctx, cid)
-  if v.estimate is None and not ctx.check:
-    return "no estimate"
-  if v.estimate is None:
-    raise TemplateError(f"claim {cid!r} has no estimate ({v.word}: "
+def _number(what: str, field: str, show: Callable[[Verdict], str]):
+  """The kind that shows one number of a claim's verdict; one the rule did
+  not give is an error (the prose should name the label instead)."""
+  def kind(ctx: Context, cid: str) -> str:
+    v = _verdict(ctx, cid)
+    if getattr(v, field) is not None:
+      return show(v)
+    if not ctx.check:
+      return f"no {what}"
+    raise TemplateError(f"claim {cid!r} has no {what} ({v.word}: "
                         f"{v.reason}); write its label instead")
-  return render.estimate(v)
+  return kind
+
+
+_p = _number("p-value", "p", lambda v: f"{v.p:.2g}")
+_estimate = _number("estimate", "estimate", render.estimate)
 
 
 def _result(ctx: Context, cid: str) -> str:
