@@ -1,13 +1,8 @@
-"""What study-specific probes need: checkpoints, images, sown weights.
-
-A probe reads each finished run's checkpoint (``probed``) and
-computes something the metrics do not log: the attention weights the
-layers sow (``attention_weights``, ``probed_attention``), how far
-parameters moved from the loop's own init (``moved_from_init``); or reads
-a config alone: its parameter count (``model_params``), the memory XLA
-plans for its train step (``train_step_memory_mb``). Probes run when
-``runs.csv`` is exported; their results are columns of it, so a report
-regenerated from ``runs.csv`` needs no checkpoint.
+"""What study-specific probes need: checkpoints (``probed``), images,
+sown attention weights, parameters moved from init, a config's parameter
+count and planned train-step memory. Probes run when ``runs.csv`` is
+exported; their results are columns of it, so a report regenerated from
+``runs.csv`` needs no checkpoint.
 """
 
 from __future__ import annotations

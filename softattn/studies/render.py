@@ -1,11 +1,6 @@
-"""One renderer for every study's RESULTS.md, and the summary of all studies.
-
-A study writes its prose by hand (``Study.template``); ``from_template``
-fills its placeholders (``softattn.studies.template``) with the header
-pieces (what generated it, the command, the data file, the verdict rule,
-run counts and measured cost, the summary of verdicts), the ``Table``
-declarations rendered here, plots and verdicts, and appends any claim no
-table showed, so that every declared claim appears exactly once.
+"""One renderer for every study's RESULTS.md (``from_template``: the
+study's hand-written template filled, see ``softattn.studies.template``),
+the table cells it declares as data, and the summary of all studies.
 """
 
 from __future__ import annotations

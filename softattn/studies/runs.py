@@ -256,8 +256,8 @@ def collect(parts: Mapping[str, str], spec: str, workdir: str, *,
   out = []
   for part, args in parts.items():
     sweep = declaration.load(f"{spec}:{args}" if args else spec, extra=extra)
-    for r in sweep.runs:
-      out.append(read_run(part, r, paths.join(workdir, part, r.name), **kw))
+    out += [read_run(part, r, paths.join(workdir, part, r.name), **kw)
+            for r in sweep.runs]
   return out
 
 
@@ -275,11 +275,7 @@ def merge(runs: Sequence[Run], kept: Sequence[Run]) -> list[Run]:
 def _cell(v) -> str:
   if v is None:
     return ""
-  if isinstance(v, (State, FailureKind)):
-    return v.value
-  if isinstance(v, float):
-    return repr(v)
-  return str(v)
+  return v.value if isinstance(v, (State, FailureKind)) else str(v)
 
 
 def write_csv(path: str, runs: Sequence[Run]) -> str:
@@ -293,8 +289,8 @@ def write_csv(path: str, runs: Sequence[Run]) -> str:
     cells = [json.dumps(v, sort_keys=True) if k in JSON_COLUMNS
              else _cell(v) for k, v in zip(FIXED, row)]
     cells += [_cell(r.metrics.get(k)) for k in metric_cols]
-    cells += [json.dumps(r.series, sort_keys=True) if r.series else "",
-              json.dumps(r.probes, sort_keys=True) if r.probes else ""]
+    cells += [json.dumps(x, sort_keys=True) if x else ""
+              for x in (r.series, r.probes)]
     w.writerow(cells)
   paths.write_atomic(path, f.getvalue())  # local (parents made) or gs://
   return path

@@ -55,8 +55,7 @@ class Study:
   # Named selections the template's budget placeholders read (``@NAME``).
   selections: Mapping[str, Mapping[str, Any]] = \
       dataclasses.field(default_factory=dict)
-  # A fact: a function of (runs, verdicts), a cell (``render.Cell``,
-  # ``Ratio``, ``Span``, ...: anything with ``text(runs)``) or a string.
+  # A fact: see ``{{fact:NAME}}`` in softattn.studies.template.
   facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
