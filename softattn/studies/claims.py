@@ -314,12 +314,11 @@ class Claim:
     return 1.0 if self.contrast == "ratio" else 0.0
 
   def groups(self) -> list[tuple[float, Selection]]:
+    """(coefficient, selection) of each side: ``terms``, else lhs - rhs."""
     if self.terms:
       return list(self.terms)
-    out = [(1.0, self.lhs)]
-    if self.rhs is not None:
-      out.append((-1.0, self.rhs))
-    return out
+    return [(1.0, self.lhs)] + ([(-1.0, self.rhs)] if self.rhs is not None
+                                else [])
 
 
 @dataclasses.dataclass(frozen=True)
