@@ -16,12 +16,12 @@ that diverged), ``message, total_steps, batch_size, epochs`` (declared
 length, in epochs of the training split), ``wall_s`` (the trainer's
 elapsed time summed over attempts, ``status.json``'s ``wall_seconds``; for
 runs recorded before that field, first write of ``config.json`` to the last
-status update, the last attempt only), ``core_seconds, flops_per_step``; one column per metric
-(``final/<eval metric>`` at the last evaluation, ``best/accuracy`` max and
-``best/loss`` min over evaluations, ``final/train_loss``,
-``final/train_accuracy``, ``value/<name>``); ``series`` (JSON: metric ->
-``[[step, value], ...]``) and ``probes`` (JSON: checkpoint-derived data such
-as attention maps).
+status update, the last attempt only), ``core_seconds, flops_per_step``;
+one column per metric (``final/<eval metric>`` at the last evaluation,
+``best/accuracy`` max and ``best/loss`` min over evaluations,
+``final/train_loss``, ``final/train_accuracy``, ``value/<name>``);
+``series`` (JSON: metric -> ``[[step, value], ...]``) and ``probes``
+(JSON: checkpoint-derived data such as attention maps).
 """
 
 from __future__ import annotations

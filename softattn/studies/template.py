@@ -124,15 +124,14 @@ def _result(ctx: Context, cid: str) -> str:
   """"contradicted (-3.3 [-5.63, -0.966])": the label and, when the rule
   gave one, the estimate."""
   v = _verdict(ctx, cid)
-  return v.word + (f" ({_estimate(ctx, cid)})" if v.estimate is not None
+  return v.word + (f" ({render.estimate(v)})" if v.estimate is not None
                    else "")
 
 
 def _verdicts(ctx: Context, section: str) -> str:
-  sections = {c.section for c in ctx.claims if c.section}
-  _pick("section", section.strip(), dict.fromkeys(sections))
-  return render.claims_table([c for c in ctx.claims
-                              if c.section == section.strip()],
+  section = section.strip()
+  _pick("section", section, {c.section: c for c in ctx.claims if c.section})
+  return render.claims_table([c for c in ctx.claims if c.section == section],
                              ctx.verdicts, ctx.shown)
 
 
