@@ -519,45 +519,37 @@ def _judge_diffs(claim: Claim, diffs: Sequence[float], pooled: int,
   if claim.deterministic:
     return _judge_fixed(claim, d, note)
   ci = stats.t_interval(d)
+  out = lambda word, p, why: Verdict(word, est, ci, p, n, why + note)
   if n < MIN_PAIRS:
-    return Verdict(INCONCLUSIVE, est, ci, None, n,
-                   f"only {n} seed pair(s); the rule needs {MIN_PAIRS}."
-                   + note)
-  c = claim.null
+    return out(INCONCLUSIVE, None,
+               f"only {n} seed pair(s); the rule needs {MIN_PAIRS}.")
+  c, margin = claim.null, claim.margin
   if claim.relation == "~":
-    p_eq = stats.tost(d, claim.margin, c)
-    p_out = stats.outside(d, claim.margin, c)
+    p_eq, p_out = stats.tost(d, margin, c), stats.outside(d, margin, c)
     if p_eq < alpha:
-      return Verdict(CONFIRMED, est, ci, p_eq, n,
-                     f"TOST p={p_eq:.3g} < {alpha}: within ±{claim.margin:g}"
-                     + note)
+      return out(CONFIRMED, p_eq,
+                 f"TOST p={p_eq:.3g} < {alpha}: within ±{margin:g}")
     if p_out < alpha:
-      return Verdict(CONTRADICTED, est, ci, p_out, n,
-                     f"beyond the ±{claim.margin:g} margin, one-sided "
-                     f"p={p_out:.3g} < {alpha}" + note)
+      return out(CONTRADICTED, p_out, f"beyond the ±{margin:g} margin, "
+                 f"one-sided p={p_out:.3g} < {alpha}")
     # Say when the spread alone rules equivalence out at this n: a reader
     # should not wait for a verdict that more of the same cannot give.
     wide = (f"; the 95 % CI ({ci[1] - ci[0]:.3g} wide) is wider than the "
-            f"±{claim.margin:g} band, so {n} pairs cannot show equivalence"
-            if ci is not None and ci[1] - ci[0] > 2 * claim.margin else "")
-    return Verdict(INCONCLUSIVE, est, ci, p_eq, n,
-                   f"TOST p={p_eq:.3g}, outside-margin p={p_out:.3g}: neither "
-                   f"< {alpha}{wide}" + note)
+            f"±{margin:g} band, so {n} pairs cannot show equivalence"
+            if ci is not None and ci[1] - ci[0] > 2 * margin else "")
+    return out(INCONCLUSIVE, p_eq, f"TOST p={p_eq:.3g}, outside-margin "
+               f"p={p_out:.3g}: neither < {alpha}{wide}")
   want, other = ("greater", "less") if claim.relation == ">" else \
       ("less", "greater")
-  p_for = stats.paired_t(d, want, c)
-  p_against = stats.paired_t(d, other, c)
+  p_for, p_against = stats.paired_t(d, want, c), stats.paired_t(d, other, c)
   test = ("paired t" if len(claim.groups()) > 1 else "t") + (
       f" against {c:g}" if c else "")
   if p_for < alpha:
-    return Verdict(CONFIRMED, est, ci, p_for, n,
-                   f"one-sided {test} p={p_for:.3g} < {alpha}" + note)
+    return out(CONFIRMED, p_for, f"one-sided {test} p={p_for:.3g} < {alpha}")
   if p_against < alpha:
-    return Verdict(CONTRADICTED, est, ci, p_against, n,
-                   f"opposite direction, one-sided {test} p={p_against:.3g} "
-                   f"< {alpha}" + note)
-  return Verdict(INCONCLUSIVE, est, ci, p_for, n,
-                 f"one-sided {test} p={p_for:.3g} >= {alpha}" + note)
+    return out(CONTRADICTED, p_against, f"opposite direction, one-sided "
+               f"{test} p={p_against:.3g} < {alpha}")
+  return out(INCONCLUSIVE, p_for, f"one-sided {test} p={p_for:.3g} >= {alpha}")
 
 
 def _judge_fixed(claim: Claim, d: np.ndarray, note: str) -> Verdict:
@@ -629,18 +621,16 @@ def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
     return Verdict(NOT_TESTABLE, None, None, None, 0,
                    f"{_short(claim, censored[0])} (every run is shorter, "
                    f"and none shows the event).")
-  what = f"{k}/{n} runs {claim.metric.name}"
+  out = lambda word, why: Verdict(word, k / n if n else None, None, None, n,
+                                  f"{k}/{n} runs {claim.metric.name}{why}"
+                                  + note, budgets)
   if n < MIN_PAIRS or seeds < MIN_PAIRS:
-    return Verdict(INCONCLUSIVE, k / n if n else None, None, None, n,
-                   f"{what}; the rule needs runs from {MIN_PAIRS} seeds "
-                   f"(these are from {seeds})." + note, budgets)
-  want = claim.relation == "all"
-  if k in (0, n):
-    agrees = (k == n) == want
-    return Verdict(CONFIRMED if agrees else CONTRADICTED, k / n, None, None,
-                   n, what + "." + note, budgets)
-  return Verdict(INCONCLUSIVE, k / n, None, None, n,
-                 f"{what}: mixed." + note, budgets)
+    return out(INCONCLUSIVE, f"; the rule needs runs from {MIN_PAIRS} seeds "
+               f"(these are from {seeds}).")
+  if k in (0, n):   # every run agrees with the claim, or every run does not
+    agrees = (k == n) == (claim.relation == "all")
+    return out(CONFIRMED if agrees else CONTRADICTED, ".")
+  return out(INCONCLUSIVE, ": mixed.")
 
 
 def judge_all(claims: Sequence[Claim], runs: Sequence[Run]
