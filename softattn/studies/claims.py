@@ -140,10 +140,9 @@ class Requirement:
       if verdicts is None or self.claim not in verdicts:
         raise ValueError(f"precondition {self.claim!r} is not judged before "
                          "the claim that needs it; declare it earlier")
-      pre = verdicts[self.claim]
-      if pre.word == CONFIRMED:
-        return None
-      return f"{self.why} (precondition `{self.claim}`: {pre.word})"
+      word = verdicts[self.claim].word
+      return None if word == CONFIRMED else \
+          f"{self.why} (precondition `{self.claim}`: {word})"
     if self.column is None:
       return self.why
     vals = [v for v in (r.value(self.column) for r in runs) if v is not None]
@@ -177,16 +176,15 @@ def with_budgets(claims: Sequence["Claim"],
   declaration, read before its data."""
   out, used = [], set()
   for c in claims:
-    if c.budget is not None:
-      out.append(c)
-      continue
-    hits = [i for i, (pat, _) in enumerate(table)
-            if fnmatch.fnmatchcase(c.id, pat)]
-    if not hits:
-      raise ValueError(f"claim {c.id}: no budget row matches it; declare "
-                       "one (with the paper's reason)")
-    used.add(hits[0])
-    out.append(dataclasses.replace(c, budget=table[hits[0]][1]))
+    if c.budget is None:
+      hit = next((i for i, (pat, _) in enumerate(table)
+                  if fnmatch.fnmatchcase(c.id, pat)), None)
+      if hit is None:
+        raise ValueError(f"claim {c.id}: no budget row matches it; declare "
+                         "one (with the paper's reason)")
+      used.add(hit)
+      c = dataclasses.replace(c, budget=table[hit][1])
+    out.append(c)
   stale = [pat for i, (pat, _) in enumerate(table) if i not in used]
   if stale:
     raise ValueError(f"budget rows that match no claim: {stale}")
@@ -305,6 +303,7 @@ class Claim:
 
   @property
   def event(self) -> bool:
+    """An event claim (``all``/``none``): counted per run, not paired."""
     return self.relation in ("all", "none")
 
   @property
