@@ -197,9 +197,7 @@ def as_text(x, runs: Sequence[Run]) -> str:
 @dataclasses.dataclass(frozen=True)
 class Table:
   """A table as data: ``columns`` (the first heads the row labels) and
-  ``rows``, each a label and one entry per further column: a cell
-  (``Cell``, ``Events``, ``Ratio``, ``Contrast``, ``Span``, ``Spread``), a
-  fixed string, or a function of the runs (``as_text``)."""
+  ``rows``, each a label and one entry (``as_text``) per further column."""
   columns: Sequence[str]
   rows: Sequence[tuple[str, Sequence[Any]]]
 

@@ -65,18 +65,13 @@ class TemplateError(ValueError):
 
 @dataclasses.dataclass
 class Context:
-  """What a template's placeholders read.
-
-  ``fixed``: the argument-less kinds (``generated``, ``summary``, ``runs``,
-  ``rule``), already rendered; ``tables``: name -> markdown and name ->
-  {(row, column): cell}; ``images``: name -> markdown; ``facts``: name ->
-  text; ``shown``: the claim ids a verdicts table has shown so far;
-  ``runs``: what the budget kinds (``design``, ``steps``, ...) read, and
-  ``selections`` their named ``@NAME`` selections;
-  ``check=False`` skips the expectations and writes "no estimate" where
-  the prose names an estimate the rule did not give (a report from
-  synthetic runs, or before the runs, which the prose does not describe).
-  """
+  """What a template's placeholders read, already rendered where they
+  can be (``fixed``: the argument-less kinds; ``tables``/``cells``,
+  ``images``, ``facts``: by name); ``shown``: the claim ids a verdicts
+  table has shown so far. ``check=False`` skips the expectations and writes
+  "no estimate" where the prose names an estimate the rule did not give (a
+  report from synthetic runs, or before the runs, which the prose does not
+  describe)."""
   claims: Sequence[Claim]
   verdicts: Mapping[str, Verdict]
   runs: Sequence[Run] = ()
