@@ -3,10 +3,10 @@
 ``summary``: the verdict counts of every study with a committed
 ``runs.csv``, written between the summary markers at the top of
 ``DIR/README.md``: the paper's claims counted, the studies' own sanity
-checks (``Claim.kind``) listed apart. ``regenerate``: first every such study's RESULTS.md and
-plots from its ``runs.csv`` alone (what ``report.py --from-csv`` does for
-one study), then the summary: the one command behind every committed
-result."""
+checks (``Claim.kind``) listed apart. ``regenerate``: first every such
+study's RESULTS.md and plots from its ``runs.csv`` alone (what
+``report.py --from-csv`` does for one study), then the summary: the one
+command behind every committed result."""
 
 from __future__ import annotations
 
@@ -34,8 +34,12 @@ def summary_rows(experiments: str, found=None, kind: str = claims.PAPER
   """(name, verdicts of its ``kind`` claims, or None) per study;
   ``found``: ``_studies``' output, when the caller has loaded the studies
   already."""
+  return _of_kind(_judged(found or _studies(experiments)), kind)
+
+
+def _of_kind(judged, kind: str) -> list:
   return [(name, claims.of_kind(study.claims, v, kind) if v else None)
-          for name, study, v in _judged(found or _studies(experiments))]
+          for name, study, v in judged]
 
 
 def _judged(found) -> list:
@@ -48,9 +52,7 @@ def summary_text(experiments: str, found=None) -> str:
   """The counts of the paper's claims per study, then the sanity checks
   (not the paper's: what its claims presuppose), one line each."""
   judged = _judged(found or _studies(experiments))
-  table = render.summary_table(
-      [(name, claims.of_kind(study.claims, v, claims.PAPER) if v else None)
-       for name, study, v in judged])
+  table = render.summary_table(_of_kind(judged, claims.PAPER))
   if all(v is None for _, _, v in judged):
     return table     # no study has data: the table says so
   checks = [f"`{name}` `{c.id}`: {v[c.id].word}" for name, study, v in judged

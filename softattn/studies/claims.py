@@ -1,15 +1,6 @@
-"""Claims as data, and the one rule that turns runs into a ``Verdict``.
-
-A study declares each claim of its paper once, as a ``Claim``: which runs
-(``lhs``/``rhs`` selections, or signed ``terms`` for a gap of gaps), which
-metric, the relation the paper states (``>``, ``<``, ``~`` with a margin,
-``all``/``none`` for events such as divergence), the training length it is
-judged at, with the paper's wording that puts it there (``budget``,
-declared before the data are read: ``judge`` refuses runs of any other
-length), the settings a general claim covers (``covers``), whether it is
-the paper's or the study's own sanity check (``kind``), and the least
-budget or condition at which our runs can test it (``min_budget``).
-``judge`` applies ``RULE``.
+"""Claims as data (``Claim``: which runs, which metric, the relation the
+paper states, its declared ``Budget``, the settings it ``covers``), and
+``judge``, which applies the one ``RULE`` to turn runs into a ``Verdict``.
 """
 
 from __future__ import annotations
@@ -111,6 +102,12 @@ class Metric:
       v = v / d if d else None
     return None if v is None else self.offset + self.scale * v
 
+  def finished(self, runs: Sequence[Run], where: Mapping[str, Any]
+               ) -> list[float]:
+    """The metric of each finished run ``where`` selects that has it."""
+    return [v for r in select(runs, where)
+            if r.done and (v := self.of(r)) is not None]
+
 
 ACCURACY = Metric("test accuracy %", "final/accuracy", 100.0, unit=" points")
 ERROR = Metric("test error %", "final/accuracy", -100.0, 100.0,
@@ -143,10 +140,9 @@ class Requirement:
       if verdicts is None or self.claim not in verdicts:
         raise ValueError(f"precondition {self.claim!r} is not judged before "
                          "the claim that needs it; declare it earlier")
-      pre = verdicts[self.claim]
-      if pre.word == CONFIRMED:
-        return None
-      return f"{self.why} (precondition `{self.claim}`: {pre.word})"
+      word = verdicts[self.claim].word
+      return None if word == CONFIRMED else \
+          f"{self.why} (precondition `{self.claim}`: {word})"
     if self.column is None:
       return self.why
     vals = [v for v in (r.value(self.column) for r in runs) if v is not None]
@@ -180,16 +176,15 @@ def with_budgets(claims: Sequence["Claim"],
   declaration, read before its data."""
   out, used = [], set()
   for c in claims:
-    if c.budget is not None:
-      out.append(c)
-      continue
-    hits = [i for i, (pat, _) in enumerate(table)
-            if fnmatch.fnmatchcase(c.id, pat)]
-    if not hits:
-      raise ValueError(f"claim {c.id}: no budget row matches it; declare "
-                       "one (with the paper's reason)")
-    used.add(hits[0])
-    out.append(dataclasses.replace(c, budget=table[hits[0]][1]))
+    if c.budget is None:
+      hit = next((i for i, (pat, _) in enumerate(table)
+                  if fnmatch.fnmatchcase(c.id, pat)), None)
+      if hit is None:
+        raise ValueError(f"claim {c.id}: no budget row matches it; declare "
+                         "one (with the paper's reason)")
+      used.add(hit)
+      c = dataclasses.replace(c, budget=table[hit][1])
+    out.append(c)
   stale = [pat for i, (pat, _) in enumerate(table) if i not in used]
   if stale:
     raise ValueError(f"budget rows that match no claim: {stale}")
@@ -307,18 +302,22 @@ class Claim:
         terms=tuple((c, upd(w)) for c, w in self.terms), covers=())
 
   @property
+  def event(self) -> bool:
+    """An event claim (``all``/``none``): counted per run, not paired."""
+    return self.relation in ("all", "none")
+
+  @property
   def null(self) -> float:
     if self.target is not None:
       return self.target
     return 1.0 if self.contrast == "ratio" else 0.0
 
   def groups(self) -> list[tuple[float, Selection]]:
+    """(coefficient, selection) of each side: ``terms``, else lhs - rhs."""
     if self.terms:
       return list(self.terms)
-    out = [(1.0, self.lhs)]
-    if self.rhs is not None:
-      out.append((-1.0, self.rhs))
-    return out
+    return [(1.0, self.lhs)] + ([(-1.0, self.rhs)] if self.rhs is not None
+                                else [])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -338,18 +337,17 @@ def _key(run: Run, pair_by: Sequence[str]) -> tuple:
                for f in pair_by)
 
 
+def _some(names: Sequence[str], k: int) -> str:
+  """The first ``k`` of ``names``, then how many more."""
+  return "; ".join(names[:k]) + (f"; +{len(names) - k} more"
+                                 if len(names) > k else "")
+
+
 def _excluded(runs: Sequence[Run]) -> str:
-  out = []
-  for r in runs:
-    if r.diverged:
-      out.append(f"{r.part}/{r.name} diverged at step {r.step}")
-    elif not r.done:
-      out.append(f"{r.part}/{r.name} {r.state.value}")
-  if not out:
-    return ""
-  shown = "; ".join(out[:4]) + (f"; +{len(out) - 4} more" if len(out) > 4
-                                else "")
-  return f" Left out: {shown}."
+  out = [f"{r.part}/{r.name} " + (f"diverged at step {r.step}" if r.diverged
+                                  else r.state.value)
+         for r in runs if r.diverged or not r.done]
+  return f" Left out: {_some(out, 4)}." if out else ""
 
 
 def _matched(claim: Claim, runs: Sequence[Run]
@@ -357,7 +355,7 @@ def _matched(claim: Claim, runs: Sequence[Run]
   """(pairing key, runs, metric values) of every complete key of
   ``claim``, and the runs left out of them (unfinished or diverged)."""
   sides = []
-  for coef, where in claim.groups():
+  for _, where in claim.groups():
     by_key: dict[tuple, Run] = {}
     for r in select(runs, where):
       k = _key(r, claim.pair_by)
@@ -367,12 +365,10 @@ def _matched(claim: Claim, runs: Sequence[Run]
             f"the pairing key {claim.pair_by}={k}; add the setting that "
             "tells them apart to pair_by")
       by_key[k] = r
-    sides.append((coef, by_key))
-  keys = sorted(set.intersection(*[set(m) for _, m in sides])) if sides \
-      else []
+    sides.append(by_key)
   out, left = [], []
-  for k in keys:
-    rs = [m[k] for _, m in sides]
+  for k in sorted(set.intersection(*map(set, sides))) if sides else []:
+    rs = [m[k] for m in sides]
     vals = [claim.metric.of(r) if r.done or claim.deterministic else None
             for r in rs]
     if any(v is None for v in vals):
@@ -413,14 +409,12 @@ def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
   """The per-seed contrasts of ``claim`` (``per_seed``: pooled settings
   averaged within each seed) and the runs left out of them."""
   matched, left = _matched(claim, runs)
-  vals, _ = per_seed([k for k, _, _ in matched],
-                     [_contrast(claim, v) for _, _, v in matched],
-                     claim.pair_by)
-  return vals, left
+  return _seed_contrasts(claim, matched)[0], left
 
 
-def _fmt(x: float, digits: int = 3) -> str:
-  return f"{x:+.{digits}g}"
+def _seed_contrasts(claim: Claim, matched) -> tuple[list[float], int]:
+  return per_seed([k for k, _, _ in matched],
+                  [_contrast(claim, v) for _, _, v in matched], claim.pair_by)
 
 
 def _involved(claim: Claim, runs: Sequence[Run]) -> list[Run]:
@@ -429,14 +423,8 @@ def _involved(claim: Claim, runs: Sequence[Run]) -> list[Run]:
   if claim.metric is None:
     return []
   cs = [claim] + [claim.at(o) for _, o in claim.covers[1:]]
-  seen, out = set(), []
-  for c in cs:
-    for _, w in c.groups():
-      for r in select(runs, w) if w is not None else ():
-        if id(r) not in seen:
-          seen.add(id(r))
-          out.append(r)
-  return out
+  return list({id(r): r for c in cs for _, w in c.groups() if w is not None
+               for r in select(runs, w)}.values())
 
 
 def _check_budget(claim: Claim, used: Sequence[Run]) -> tuple[int, ...]:
@@ -460,23 +448,20 @@ def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA,
   """The verdict ``RULE`` gives ``claim`` on ``runs`` (``verdicts``: those
   of the claims judged before it, for preconditions), at every setting it
   covers; ``Verdict.budgets`` records the runs' lengths it read."""
-  if not claim.covers:
-    return _judge_setting(claim, runs, alpha, verdicts)
-  if claim.relation in ("all", "none"):
-    v = _judge_setting(claim, runs, alpha, verdicts)
-    if v.word == NOT_TESTABLE:
-      return v
-    return dataclasses.replace(v, reason=f"{_end(v.reason)} Pooled over the "
-                               "settings it covers (runs with the event / "
-                               "finished or diverged): " + "; ".join(
-                                   f"{label}: {_events(claim.at(o), runs)}"
-                                   for label, o in claim.covers) + ".")
   first = _judge_setting(claim, runs, alpha, verdicts)
+  if not claim.covers or first.word == NOT_TESTABLE and claim.event:
+    return first
+  if claim.event:
+    return dataclasses.replace(
+        first, reason=f"{_end(first.reason)} Pooled over the settings it "
+        "covers (runs with the event / finished or diverged): " + "; ".join(
+            f"{label}: {_events(claim.at(o), runs)}"
+            for label, o in claim.covers) + ".")
   others = [(label, _judge_setting(claim.at(o), runs, alpha, verdicts))
             for label, o in claim.covers[1:]]
   budgets = tuple(sorted(set(first.budgets).union(
       *[v.budgets for _, v in others])))
-  word = lambda v: v.word + (f" ({_fmt(v.estimate)})"
+  word = lambda v: v.word + (f" ({v.estimate:+.3g})"
                              if v.estimate is not None else "")
   shown = "; ".join(f"{label}: {word(v)}" for label, v in others)
   decisive = (CONFIRMED, CONTRADICTED)
@@ -496,14 +481,13 @@ def _judge_setting(claim: Claim, runs: Sequence[Run], alpha: float,
                    verdicts: Mapping[str, Verdict] | None) -> Verdict:
   """``judge`` at the claim's own selections (events: with every covered
   setting's runs pooled)."""
-  event = claim.relation in ("all", "none")
+  event = claim.event
   # Events pool every covered setting's runs; a difference is judged at
   # its own selections here (``judge`` takes the covered ones in turn).
   involved = _involved(claim if event else dataclasses.replace(
       claim, covers=()), runs)
   for req in claim.min_budget:
-    if event and req.claim is None and req.column is not None and \
-        req.on is None:
+    if event and _censors(req):
       continue     # events censor short runs instead (_judge_event)
     why = req.unmet(involved if req.on is None else select(runs, req.on),
                     verdicts)
@@ -513,10 +497,7 @@ def _judge_setting(claim: Claim, runs: Sequence[Run], alpha: float,
     return _judge_event(claim, involved)
   matched, left = _matched(claim, runs)
   budgets = _check_budget(claim, [r for _, rs, _ in matched for r in rs])
-  diffs, pooled = per_seed([k for k, _, _ in matched],
-                           [_contrast(claim, v) for _, _, v in matched],
-                           claim.pair_by)
-  v = _judge_diffs(claim, diffs, pooled, left, alpha)
+  v = _judge_diffs(claim, *_seed_contrasts(claim, matched), left, alpha)
   return dataclasses.replace(v, budgets=budgets)
 
 
@@ -537,45 +518,37 @@ def _judge_diffs(claim: Claim, diffs: Sequence[float], pooled: int,
   if claim.deterministic:
     return _judge_fixed(claim, d, note)
   ci = stats.t_interval(d)
+  out = lambda word, p, why: Verdict(word, est, ci, p, n, why + note)
   if n < MIN_PAIRS:
-    return Verdict(INCONCLUSIVE, est, ci, None, n,
-                   f"only {n} seed pair(s); the rule needs {MIN_PAIRS}."
-                   + note)
-  c = claim.null
+    return out(INCONCLUSIVE, None,
+               f"only {n} seed pair(s); the rule needs {MIN_PAIRS}.")
+  c, margin = claim.null, claim.margin
   if claim.relation == "~":
-    p_eq = stats.tost(d, claim.margin, c)
-    p_out = stats.outside(d, claim.margin, c)
+    p_eq, p_out = stats.tost(d, margin, c), stats.outside(d, margin, c)
     if p_eq < alpha:
-      return Verdict(CONFIRMED, est, ci, p_eq, n,
-                     f"TOST p={p_eq:.3g} < {alpha}: within ±{claim.margin:g}"
-                     + note)
+      return out(CONFIRMED, p_eq,
+                 f"TOST p={p_eq:.3g} < {alpha}: within ±{margin:g}")
     if p_out < alpha:
-      return Verdict(CONTRADICTED, est, ci, p_out, n,
-                     f"beyond the ±{claim.margin:g} margin, one-sided "
-                     f"p={p_out:.3g} < {alpha}" + note)
+      return out(CONTRADICTED, p_out, f"beyond the ±{margin:g} margin, "
+                 f"one-sided p={p_out:.3g} < {alpha}")
     # Say when the spread alone rules equivalence out at this n: a reader
     # should not wait for a verdict that more of the same cannot give.
     wide = (f"; the 95 % CI ({ci[1] - ci[0]:.3g} wide) is wider than the "
-            f"±{claim.margin:g} band, so {n} pairs cannot show equivalence"
-            if ci is not None and ci[1] - ci[0] > 2 * claim.margin else "")
-    return Verdict(INCONCLUSIVE, est, ci, p_eq, n,
-                   f"TOST p={p_eq:.3g}, outside-margin p={p_out:.3g}: neither "
-                   f"< {alpha}{wide}" + note)
-  want = "greater" if claim.relation == ">" else "less"
-  other = "less" if want == "greater" else "greater"
-  p_for = stats.paired_t(d, want, c)
-  p_against = stats.paired_t(d, other, c)
+            f"±{margin:g} band, so {n} pairs cannot show equivalence"
+            if ci is not None and ci[1] - ci[0] > 2 * margin else "")
+    return out(INCONCLUSIVE, p_eq, f"TOST p={p_eq:.3g}, outside-margin "
+               f"p={p_out:.3g}: neither < {alpha}{wide}")
+  want, other = ("greater", "less") if claim.relation == ">" else \
+      ("less", "greater")
+  p_for, p_against = stats.paired_t(d, want, c), stats.paired_t(d, other, c)
   test = ("paired t" if len(claim.groups()) > 1 else "t") + (
       f" against {c:g}" if c else "")
   if p_for < alpha:
-    return Verdict(CONFIRMED, est, ci, p_for, n,
-                   f"one-sided {test} p={p_for:.3g} < {alpha}" + note)
+    return out(CONFIRMED, p_for, f"one-sided {test} p={p_for:.3g} < {alpha}")
   if p_against < alpha:
-    return Verdict(CONTRADICTED, est, ci, p_against, n,
-                   f"opposite direction, one-sided {test} p={p_against:.3g} "
-                   f"< {alpha}" + note)
-  return Verdict(INCONCLUSIVE, est, ci, p_for, n,
-                 f"one-sided {test} p={p_for:.3g} >= {alpha}" + note)
+    return out(CONTRADICTED, p_against, f"opposite direction, one-sided "
+               f"{test} p={p_against:.3g} < {alpha}")
+  return out(INCONCLUSIVE, p_for, f"one-sided {test} p={p_for:.3g} >= {alpha}")
 
 
 def _judge_fixed(claim: Claim, d: np.ndarray, note: str) -> Verdict:
@@ -602,25 +575,34 @@ def _end(reason: str) -> str:
 def _events(claim: Claim, runs: Sequence[Run]) -> str:
   """"k/n": runs of ``claim``'s selections with the event, of those
   finished or diverged."""
-  seen = [v for v in (claim.metric.of(r) for r in _involved(claim, runs)
-                      if r.done or r.diverged) if v is not None]
-  return f"{sum(1 for v in seen if v)}/{len(seen)}"
+  seen = _ended(claim, _involved(claim, runs))
+  return f"{sum(1 for _, v in seen if v)}/{len(seen)}"
+
+
+def _ended(claim: Claim, runs: Sequence[Run]) -> list[tuple[Run, float]]:
+  """(run, event value) of the runs that finished or diverged."""
+  return [(r, v) for r in runs if r.done or r.diverged
+          if (v := claim.metric.of(r)) is not None]
 
 
 def _short(claim: Claim, run: Run) -> str | None:
   """Why ``run`` is shorter than a column requirement of the claim (e.g.
   the "early stages" epochs of a break-down), or None."""
-  for req in claim.min_budget:
-    if req.claim is None and req.column is not None and req.on is None:
-      v = run.value(req.column)
-      if v is not None and v < req.at_least:
-        return req.why
+  for req in filter(_censors, claim.min_budget):
+    v = run.value(req.column)
+    if v is not None and v < req.at_least:
+      return req.why
   return None
 
 
+def _censors(req: Requirement) -> bool:
+  """A length requirement on the claim's own runs: an event claim censors
+  the shorter runs instead of refusing the claim."""
+  return req.claim is None and req.column is not None and req.on is None
+
+
 def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
-  seen = [(r, claim.metric.of(r)) for r in runs if r.done or r.diverged]
-  seen = [(r, v) for r, v in seen if v is not None]
+  seen = _ended(claim, runs)
   # A short run that shows the event shows it within the budget; one that
   # does not could still show it later: censored, whichever the claim.
   censored = [r for r, v in seen if not v and _short(claim, r)]
@@ -631,26 +613,23 @@ def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
   seeds = len({r.seed for r, _ in seen})
   note = _excluded([r for r in runs if not (r.done or r.diverged)])
   if censored:
-    names = "; ".join(f"{r.part}/{r.name}" for r in censored[:3]) + (
-        f"; +{len(censored) - 3} more" if len(censored) > 3 else "")
+    names = _some([f"{r.part}/{r.name}" for r in censored], 3)
     note += (f" Censored ({len(censored)} shorter than the budget without "
              f"the event): {names}.")
   if not seen and censored:
     return Verdict(NOT_TESTABLE, None, None, None, 0,
                    f"{_short(claim, censored[0])} (every run is shorter, "
                    f"and none shows the event).")
-  what = f"{k}/{n} runs {claim.metric.name}"
+  out = lambda word, why: Verdict(word, k / n if n else None, None, None, n,
+                                  f"{k}/{n} runs {claim.metric.name}{why}"
+                                  + note, budgets)
   if n < MIN_PAIRS or seeds < MIN_PAIRS:
-    return Verdict(INCONCLUSIVE, k / n if n else None, None, None, n,
-                   f"{what}; the rule needs runs from {MIN_PAIRS} seeds "
-                   f"(these are from {seeds})." + note, budgets)
-  want = claim.relation == "all"
-  if k in (0, n):
-    agrees = (k == n) == want
-    return Verdict(CONFIRMED if agrees else CONTRADICTED, k / n, None, None,
-                   n, what + "." + note, budgets)
-  return Verdict(INCONCLUSIVE, k / n, None, None, n,
-                 f"{what}: mixed." + note, budgets)
+    return out(INCONCLUSIVE, f"; the rule needs runs from {MIN_PAIRS} seeds "
+               f"(these are from {seeds}).")
+  if k in (0, n):   # every run agrees with the claim, or every run does not
+    agrees = (k == n) == (claim.relation == "all")
+    return out(CONFIRMED if agrees else CONTRADICTED, ".")
+  return out(INCONCLUSIVE, ": mixed.")
 
 
 def judge_all(claims: Sequence[Claim], runs: Sequence[Run]

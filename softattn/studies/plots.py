@@ -26,11 +26,8 @@ def pyplot():
 
 
 def subplots(ncols: int = 1, nrows: int = 1, size=(5.0, 3.8), **kw):
-  plt = pyplot()
-  fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols,
-                                                  size[1] * nrows),
-                           squeeze=False, **kw)
-  return fig, axes
+  return pyplot().subplots(nrows, ncols, squeeze=False, figsize=(
+      size[0] * ncols, size[1] * nrows), **kw)
 
 
 def unlabelled(fig) -> list[str]:

@@ -119,11 +119,9 @@ def palette(plot: Plot) -> dict[str, str]:
   """One colour per series label, in order of first appearance; a paired
   label "relu, small" takes the colour of the series "relu" when there is
   one."""
-  labels: list[str] = []
-  for p in plot.panels:
-    if isinstance(p, (Points, Curves)):
-      labels += [k for k in (p.series if isinstance(p, Points) else p.groups)
-                 if k not in labels]
+  labels = dict.fromkeys(k for p in plot.panels for k in (
+      p.series if isinstance(p, Points) else
+      p.groups if isinstance(p, Curves) else ()))
   colors = {k: f"C{i % 10}" for i, k in enumerate(labels)}
   for p in plot.panels:
     if isinstance(p, Paired):
@@ -131,11 +129,6 @@ def palette(plot: Plot) -> dict[str, str]:
         colors.setdefault(k, colors.get(k.split(", ")[0],
                                         f"C{len(colors) % 10}"))
   return colors
-
-
-def _values(runs: Sequence[Run], where: Selection, m: Metric) -> list[float]:
-  vals = [m.of(r) for r in select(runs, where) if r.done]
-  return [v for v in vals if v is not None]
 
 
 def _mean_ci(ax, x: float, vals: Sequence[float], color: str,
@@ -161,11 +154,11 @@ def _points(ax, p: Points, runs, colors) -> int:
     marker, off = plots.MARKERS[i % len(plots.MARKERS)], (i - mid) * p.dodge
     line, ns = [], []
     for x, where in pts:
-      vals = _values(runs, where, p.y)
+      vals = p.y.finished(runs, where)
       if not vals:
         continue
       if p.x_metric is not None:
-        xs = _values(runs, where, p.x_metric)
+        xs = p.x_metric.finished(runs, where)
         if not xs:
           continue
         x = float(np.mean(xs))
@@ -180,7 +173,7 @@ def _points(ax, p: Points, runs, colors) -> int:
       drawn += 1
   if p.reference is not None:
     label, where = p.reference
-    vals = _values(runs, where, p.y)
+    vals = p.y.finished(runs, where)
     if vals:
       s = stats.summarize(vals)
       ax.axhline(s.mean, color="k", ls="--",
@@ -229,13 +222,14 @@ def _curves(ax, p: Curves, runs, colors) -> int:
 
 
 def _paired(ax, p: Paired, runs, colors, claims: Mapping[str, Claim]) -> int:
-  drawn, nulls = 0, set()
+  drawn, nulls, ticks = 0, set(), []
   for i, (label, cid) in enumerate(p.claims.items()):
     if cid not in claims:
       raise ValueError(f"paired panel {p.title!r}: unknown claim {cid!r}")
     c = claims[cid]
     diffs, _ = claims_lib.pairs(c, runs)
     nulls.add(c.null)
+    ticks.append(plots.seeds_label(label, [len(diffs)]))
     if diffs:
       _mean_ci(ax, i, diffs, colors[label], plots.MARKERS[i % len(
           plots.MARKERS)])
@@ -243,9 +237,7 @@ def _paired(ax, p: Paired, runs, colors, claims: Mapping[str, Claim]) -> int:
   for null in nulls:
     ax.axhline(null, color="k", lw=0.8)
   ax.set_xticks(range(len(p.claims)))
-  ax.set_xticklabels([plots.seeds_label(k, [len(claims_lib.pairs(
-      claims[c], runs)[0])]) for k, c in p.claims.items()], rotation=30,
-                     ha="right", fontsize=7)
+  ax.set_xticklabels(ticks, rotation=30, ha="right", fontsize=7)
   ax.set_xlabel("claim (pairs)")
   ax.set_ylabel(p.ylabel)
   return drawn

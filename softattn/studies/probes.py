@@ -1,13 +1,8 @@
-"""What study-specific probes need: checkpoints, images, sown weights.
-
-A probe reads each finished run's checkpoint (``probed``) and
-computes something the metrics do not log: the attention weights the
-layers sow (``attention_weights``, ``probed_attention``), how far
-parameters moved from the loop's own init (``moved_from_init``); or reads
-a config alone: its parameter count (``model_params``), the memory XLA
-plans for its train step (``train_step_memory_mb``). Probes run when
-``runs.csv`` is exported; their results are columns of it, so a report
-regenerated from ``runs.csv`` needs no checkpoint.
+"""What study-specific probes need: checkpoints (``probed``), images,
+sown attention weights, parameters moved from init, a config's parameter
+count and planned train-step memory. Probes run when ``runs.csv`` is
+exported; their results are columns of it, so a report regenerated from
+``runs.csv`` needs no checkpoint.
 """
 
 from __future__ import annotations
@@ -75,17 +70,11 @@ def batch_stats(state) -> dict:
 def attention_weights(config, state, images) -> dict[str, np.ndarray]:
   """``{layer path: [images, heads, queries, keys]}``: the weights every
   attention layer sows (``softattn.nn.attention.observe``) on ``images``."""
-  import jax  # pylint: disable=g-import-not-at-top
   model = build_model(config)
   _, sown = model.apply({"params": state["params"], **batch_stats(state)},
                         images, train=False, mutable=["attention_weights"])
-  flat = jax.tree_util.tree_flatten_with_path(sown["attention_weights"])[0]
-  out = {}
-  for path, w in flat:
-    name = "/".join(str(getattr(p, "key", getattr(p, "idx", p)))
-                    for p in path)
-    out[re.sub(r"/weights/0$", "", name)] = np.asarray(w)
-  return out
+  return {re.sub(r"/weights/0$", "", name): np.asarray(w)
+          for name, w in _named(sown["attention_weights"])}
 
 
 def probed_attention(runs, n: int, keep=None):

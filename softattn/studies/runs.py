@@ -16,16 +16,17 @@ that diverged), ``message, total_steps, batch_size, epochs`` (declared
 length, in epochs of the training split), ``wall_s`` (the trainer's
 elapsed time summed over attempts, ``status.json``'s ``wall_seconds``; for
 runs recorded before that field, first write of ``config.json`` to the last
-status update, the last attempt only), ``core_seconds, flops_per_step``; one column per metric
-(``final/<eval metric>`` at the last evaluation, ``best/accuracy`` max and
-``best/loss`` min over evaluations, ``final/train_loss``,
-``final/train_accuracy``, ``value/<name>``); ``series`` (JSON: metric ->
-``[[step, value], ...]``) and ``probes`` (JSON: checkpoint-derived data such
-as attention maps).
+status update, the last attempt only), ``core_seconds, flops_per_step``;
+one column per metric (``final/<eval metric>`` at the last evaluation,
+``best/accuracy`` max and ``best/loss`` min over evaluations,
+``final/train_loss``, ``final/train_accuracy``, ``value/<name>``);
+``series`` (JSON: metric -> ``[[step, value], ...]``) and ``probes``
+(JSON: checkpoint-derived data such as attention maps).
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import fnmatch
@@ -255,8 +256,8 @@ def collect(parts: Mapping[str, str], spec: str, workdir: str, *,
   out = []
   for part, args in parts.items():
     sweep = declaration.load(f"{spec}:{args}" if args else spec, extra=extra)
-    for r in sweep.runs:
-      out.append(read_run(part, r, paths.join(workdir, part, r.name), **kw))
+    out += [read_run(part, r, paths.join(workdir, part, r.name), **kw)
+            for r in sweep.runs]
   return out
 
 
@@ -274,11 +275,7 @@ def merge(runs: Sequence[Run], kept: Sequence[Run]) -> list[Run]:
 def _cell(v) -> str:
   if v is None:
     return ""
-  if isinstance(v, (State, FailureKind)):
-    return v.value
-  if isinstance(v, float):
-    return repr(v)
-  return str(v)
+  return v.value if isinstance(v, (State, FailureKind)) else str(v)
 
 
 def write_csv(path: str, runs: Sequence[Run]) -> str:
@@ -288,14 +285,12 @@ def write_csv(path: str, runs: Sequence[Run]) -> str:
   w = csv.writer(f)
   w.writerow([*FIXED, *metric_cols, "series", "probes"])
   for r in runs:
-    row = {"part": r.part, "run": r.name, "seed": r.seed,
-           "overrides": r.overrides, "fields": r.fields}
-    row.update({k: getattr(r, k) for k in FIXED[5:]})
-    cells = [json.dumps(row[k], sort_keys=True) if k in JSON_COLUMNS
-             else _cell(row[k]) for k in FIXED]
+    row = [r.name if k == "run" else getattr(r, k) for k in FIXED]
+    cells = [json.dumps(v, sort_keys=True) if k in JSON_COLUMNS
+             else _cell(v) for k, v in zip(FIXED, row)]
     cells += [_cell(r.metrics.get(k)) for k in metric_cols]
-    cells += [json.dumps(r.series, sort_keys=True) if r.series else "",
-              json.dumps(r.probes, sort_keys=True) if r.probes else ""]
+    cells += [json.dumps(x, sort_keys=True) if x else ""
+              for x in (r.series, r.probes)]
     w.writerow(cells)
   paths.write_atomic(path, f.getvalue())  # local (parents made) or gs://
   return path
@@ -321,12 +316,11 @@ def read_csv(path: str) -> list[Run]:
         fields=json.loads(row["fields"] or "{}"),
         state=State(row["state"]),
         kind=FailureKind(row["kind"]) if row["kind"] else None,
-        step=_num(row["step"], int), message=row["message"] or None,
-        total_steps=_num(row["total_steps"], int),
-        batch_size=_num(row["batch_size"], int),
-        epochs=_num(row["epochs"]), wall_s=_num(row["wall_s"]),
-        core_seconds=_num(row["core_seconds"]),
-        flops_per_step=_num(row["flops_per_step"]), metrics=metrics,
+        message=row["message"] or None, metrics=metrics,
+        **{k: _num(row[k], int) for k in ("step", "total_steps",
+                                          "batch_size")},
+        **{k: _num(row[k]) for k in ("epochs", "wall_s", "core_seconds",
+                                     "flops_per_step")},
         series=json.loads(row["series"]) if row["series"] else {},
         probes=json.loads(row["probes"]) if row["probes"] else {}))
   return out
@@ -397,9 +391,7 @@ def per_layer(metric: str, fn: Callable[[np.ndarray], float | None] =
 
 def run_summary(runs: Sequence[Run]) -> str:
   """How many declared runs are in each state; failures with kind and step."""
-  counts: dict[str, int] = {}
-  for r in runs:
-    counts[r.state.value] = counts.get(r.state.value, 0) + 1
+  counts = collections.Counter(r.state.value for r in runs)
   text = f"{len(runs)} declared runs: " + ", ".join(
       f"{n} {s}" for s, n in sorted(counts.items()))
   bad = [r for r in runs if r.state == State.FAILED]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -61,35 +62,22 @@ def t_interval(values, alpha: float = 0.05) -> tuple[float, float] | None:
   return (m - half, m + half)
 
 
-def _sf(t: float, df: int) -> float:
-  """P(T > t), with t = +-inf or nan (zero variance) handled."""
-  if math.isnan(t):
-    return 0.5
-  return float(sps.t.sf(t, df))
-
-
-def _t(m: float, null: float, se: float) -> float:
-  if se > 0:
-    return (m - null) / se
-  return math.copysign(math.inf, m - null) if m != null else math.nan
-
-
 def paired_t(diffs, alternative: str = "two-sided", null: float = 0.0
              ) -> float:
-  """p-value of the paired t test of ``mean(diffs) = null``."""
+  """p-value of the paired t test of ``mean(diffs) = null`` (scipy's
+  one-sample t test on the differences)."""
   d = np.asarray(diffs, float)
   if d.size < 2:
     raise ValueError(f"a paired t test needs 2+ differences, got {d.size}")
-  t = _t(float(d.mean()), null, float(d.std(ddof=1)) / math.sqrt(d.size))
-  df = d.size - 1
-  if alternative == "greater":
-    return _sf(t, df)
-  if alternative == "less":
-    return _sf(-t, df)
-  if alternative == "two-sided":
-    return min(1.0, 2 * _sf(abs(t), df)) if not math.isnan(t) else 1.0
-  raise ValueError(f"alternative={alternative!r}; use greater, less or "
-                   "two-sided")
+  if alternative not in ("greater", "less", "two-sided"):
+    raise ValueError(f"alternative={alternative!r}; use greater, less or "
+                     "two-sided")
+  with warnings.catch_warnings():   # zero variance: t is +-inf or nan
+    warnings.simplefilter("ignore", RuntimeWarning)
+    p = float(sps.ttest_1samp(d, null, alternative=alternative).pvalue)
+  if math.isnan(p):   # mean == null with zero variance
+    return 1.0 if alternative == "two-sided" else 0.5
+  return p
 
 
 def tost(diffs, margin: float, center: float = 0.0) -> float:

@@ -55,8 +55,7 @@ class Study:
   # Named selections the template's budget placeholders read (``@NAME``).
   selections: Mapping[str, Mapping[str, Any]] = \
       dataclasses.field(default_factory=dict)
-  # A fact: a function of (runs, verdicts), a cell (``render.Cell``,
-  # ``Ratio``, ``Span``, ...: anything with ``text(runs)``) or a string.
+  # A fact: see ``{{fact:NAME}}`` in softattn.studies.template.
   facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
@@ -103,12 +102,6 @@ def verdicts(study: Study, runs: Sequence[Run]) -> dict[str, Verdict]:
   return claims_lib.judge_all(study.claims, runs)
 
 
-def _plot(study: Study, name: str, runs, out: str) -> str | None:
-  """Draws the plot ``name`` into ``out/<name>.png`` (None: no data)."""
-  spec, path = study.plots[name], paths.join(out, f"{name}.png")
-  return plotspec.draw(spec, path, runs, study.claims)
-
-
 def _fact(fact, runs: Sequence[Run], ver: Mapping[str, Verdict]) -> str:
   if callable(fact) and not hasattr(fact, "text"):
     return fact(runs, ver)
@@ -124,7 +117,9 @@ def report(study: Study, csv_path: str, out: str, *,
   paths.makedirs(out)
   rel = f"experiments/{study.name}/{study.csv_name}"
   command = f"python experiments/{study.name}/report.py --from-csv {rel}"
-  files = {k: _plot(study, k, runs, out) for k in study.plots}
+  # out/<name>.png per plot; None (no file) when it has no data yet.
+  files = {k: plotspec.draw(p, paths.join(out, f"{k}.png"), runs,
+                            study.claims) for k, p in study.plots.items()}
   path = render.from_template(
       paths.join(out, "RESULTS.md"), study.template, data=rel,
       command=command, runs=runs, claims=study.claims, verdicts=ver,

@@ -65,18 +65,13 @@ class TemplateError(ValueError):
 
 @dataclasses.dataclass
 class Context:
-  """What a template's placeholders read.
-
-  ``fixed``: the argument-less kinds (``generated``, ``summary``, ``runs``,
-  ``rule``), already rendered; ``tables``: name -> markdown and name ->
-  {(row, column): cell}; ``images``: name -> markdown; ``facts``: name ->
-  text; ``shown``: the claim ids a verdicts table has shown so far;
-  ``runs``: what the budget kinds (``design``, ``steps``, ...) read, and
-  ``selections`` their named ``@NAME`` selections;
-  ``check=False`` skips the expectations and writes "no estimate" where
-  the prose names an estimate the rule did not give (a report from
-  synthetic runs, or before the runs, which the prose does not describe).
-  """
+  """What a template's placeholders read, already rendered where they
+  can be (``fixed``: the argument-less kinds; ``tables``/``cells``,
+  ``images``, ``facts``: by name); ``shown``: the claim ids a verdicts
+  table has shown so far. ``check=False`` skips the expectations and writes
+  "no estimate" where the prose names an estimate the rule did not give (a
+  report from synthetic runs, or before the runs, which the prose does not
+  describe)."""
   claims: Sequence[Claim]
   verdicts: Mapping[str, Verdict]
   runs: Sequence[Run] = ()
@@ -102,39 +97,36 @@ def _verdict(ctx: Context, cid: str) -> Verdict:
   return _pick("claim", cid.strip(), ctx.verdicts)
 
 
-def _p(ctx: Context, cid: str) -> str:
-  v = _verdict(ctx, cid)
-  if v.p is None and not ctx.check:
-    return "no p-value"
-  if v.p is None:
-    raise TemplateError(f"claim {cid!r} has no p-value ({v.word}); "
-                        "write its label ({{verdict:...}}) instead")
-  return f"{v.p:.2g}"
-
-
-def _estimate(ctx: Context, cid: str) -> str:
-  v = _verdict(ctx, cid)
-  if v.estimate is None and not ctx.check:
-    return "no estimate"
-  if v.estimate is None:
-    raise TemplateError(f"claim {cid!r} has no estimate ({v.word}: "
+def _number(what: str, field: str, show: Callable[[Verdict], str]):
+  """The kind that shows one number of a claim's verdict; one the rule did
+  not give is an error (the prose should name the label instead)."""
+  def kind(ctx: Context, cid: str) -> str:
+    v = _verdict(ctx, cid)
+    if getattr(v, field) is not None:
+      return show(v)
+    if not ctx.check:
+      return f"no {what}"
+    raise TemplateError(f"claim {cid!r} has no {what} ({v.word}: "
                         f"{v.reason}); write its label instead")
-  return render.estimate(v)
+  return kind
+
+
+_p = _number("p-value", "p", lambda v: f"{v.p:.2g}")
+_estimate = _number("estimate", "estimate", render.estimate)
 
 
 def _result(ctx: Context, cid: str) -> str:
   """"contradicted (-3.3 [-5.63, -0.966])": the label and, when the rule
   gave one, the estimate."""
   v = _verdict(ctx, cid)
-  return v.word + (f" ({_estimate(ctx, cid)})" if v.estimate is not None
+  return v.word + (f" ({render.estimate(v)})" if v.estimate is not None
                    else "")
 
 
 def _verdicts(ctx: Context, section: str) -> str:
-  sections = {c.section for c in ctx.claims if c.section}
-  _pick("section", section.strip(), dict.fromkeys(sections))
-  return render.claims_table([c for c in ctx.claims
-                              if c.section == section.strip()],
+  section = section.strip()
+  _pick("section", section, {c.section: c for c in ctx.claims if c.section})
+  return render.claims_table([c for c in ctx.claims if c.section == section],
                              ctx.verdicts, ctx.shown)
 
 
