@@ -34,7 +34,6 @@ for _k, _v in ENV.items():  # before jax starts: compile for TPU on a CPU host
   os.environ.setdefault(_k, _v)
 
 import argparse  # noqa: E402
-import functools  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 

@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import re
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
