@@ -113,14 +113,18 @@ TABLES = {
                            if h in (1, 2, 4) else "-"]) for h in HEADS]),
     "t3b": Table(["heads", "paper NL MB / ms", "paper scaled MB / ms",
                   "XLA NL MB", "XLA scaled MB", "ours NL GFLOP",
-                  "ours scaled GFLOP", "ours NL ms", "ours scaled ms"],
+                  "ours scaled GFLOP", "ours NL ms", "ours scaled ms",
+                  "ours NL ms, 32x32", "ours scaled ms, 32x32"],
                  [(str(h), [*[f"{claims.PAPER_MEM[h][i]} / "
                               f"{claims.PAPER_MS[h][i]}"
                               if h in claims.PAPER_MEM else "-"
                               for i in (0, 1)], *[
                      Cell(sel(h, b), m, fmt) for m, fmt in (
                          (claims.MEMORY, {"digits": 0}), (claims.FLOPS, {}),
-                         (studies.STEP_MS, {})) for b in BLOCKS]])
+                         (studies.STEP_MS, {})) for b in BLOCKS],
+                     *[Cell(claims.timed(h, b), studies.STEP_MS)
+                       if h in claims.SWEEP.TIMED_HEADS else "-"
+                       for b in BLOCKS]])
                   for h in HEADS]),
     "t1": Table(["block", *[f"paper {m}" for m in MODES],
                  *[f"ours {m}" for m in MODES]],
@@ -213,7 +217,9 @@ STUDY = studies.Study(
         claims.PAPER_PART: "subset=paper",
         claims.UNSCALED_PART: "subset=unscaled",
         claims.UNSCALED_32_PART: "subset=unscaled,size=32",
-        claims.EMBED_PART: "subset=embed"},
+        claims.EMBED_PART: "subset=embed",
+        claims.TIMING_PART: f"subset=timing,size=32,"
+                            f"steps={claims.TIMING_STEPS}"},
     fields=(NL + "heads", NL + "normalizer", NL + "mode", NL + "init"),
     values={"step_ms": studies.step_ms},
     probe=probe, claims=claims.CLAIMS, tables=TABLES, plots=PLOTS, facts={

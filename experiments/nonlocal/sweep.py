@@ -8,7 +8,9 @@ The sweep (``subset=all``, part ``main``): heads 0 (no NL block) and
 and ``INITS`` (Table 2) at 4 heads. The focus subsets (parts in
 ``report.py``): ``init`` (Table 2 at ~1 epoch), ``paper`` (the paper's own
 setting: 1 head, scaled NL with He), ``unscaled`` (Sec. 3.1's block,
-``UNSCALED``), ``embed`` (Fig. 2's ``EMBED`` channels). ``scale=full``:
+``UNSCALED``), ``embed`` (Fig. 2's ``EMBED`` channels), ``timing``
+(Table 3's step times: NL and scaled NL at ``TIMED_HEADS``, alternating;
+run it alone, ``--parallel=1``). ``scale=full``:
 PreResNet-56 on CIFAR, the paper's recipe, 10 seeds.
 
   python -m softattn.sweep run experiments/nonlocal/sweep.py --workdir=workdirs/nonlocal
@@ -32,6 +34,8 @@ INITS = ["he", "zeros"]                 # + normal (sigma 0.01)
 # used as weights as they are (no softmax, no 1/sqrt(HW)), the registry's
 # relu_seqlen with the identity activation and alpha = 0.
 UNSCALED = "relu_seqlen(alpha=0, act=identity)"
+# The head counts whose step times Table 3's claims compare.
+TIMED_HEADS = [1, 2, 4]
 # Fig. 2's embedding channel reduction: theta/phi/g to a quarter of stage
 # 2's 32 channels (2 per head at 4 heads; ``main``'s blocks use all 32).
 EMBED = 8
@@ -44,7 +48,7 @@ def _arg(arg):
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
   declaration.check_choices(
-      a, subset=("all", "init", "paper", "unscaled", "embed"),
+      a, subset=("all", "init", "paper", "unscaled", "embed", "timing"),
       scale=declaration.SCALES)
   full = a.scale == "full"
   a.seeds = a.seeds or (10 if full else 3)
@@ -92,6 +96,10 @@ def get_config(arg=None):
     c.log_every = max(a.steps // 20, 1)
     c.eval_every = c.checkpoint_every = a.steps
     c.keep_checkpoints = 1
+  if a.subset == "timing":
+    # Its runs are read for step time only: a test-set slice keeps the
+    # final evaluation from outlasting the timed steps.
+    c.data.eval_split = "test[:1000]"
   c.diagnostics = False  # the report computes its attention statistic itself
   c.eval.batch_size = 1000
   return c
@@ -112,6 +120,15 @@ def get_sweep(arg=None):
   if a.subset == "unscaled":
     # He: the paper's init for the scaled block this one is the ablation of.
     return nl(normalizer=UNSCALED, heads=4, init="he")
+  if a.subset == "timing":
+    # Run order is the measurement here: NL and scaled NL alternate within
+    # each head count and seed, so a drift in the machine's load falls on
+    # both alike. Each run's keys keep main's order (normalizer, heads,
+    # seed), and so its run names.
+    field = lambda k, v: grid.fixed("model.nl_blocks." + k, v)
+    return grid.chain(*(grid.product(
+        field("normalizer", b), field("heads", h), grid.fixed("seed", s))
+        for s in range(a.seeds) for h in TIMED_HEADS for b in BLOCKS))
   if a.subset == "embed":
     return nl(normalizer=BLOCKS, heads=4, embed_channels=EMBED)
   if a.subset == "paper":
