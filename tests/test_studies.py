@@ -284,6 +284,11 @@ def test_runs_csv_round_trip(tmp_path):
   assert back[0].probes == {"map": [[0.1, 0.9]]}
   assert [studies.judge(claim(">"), x).estimate for x in (runs, back)] == \
       pytest.approx([studies.judge(claim(">"), runs).estimate] * 2)
+  # A cell read_csv could not read back fails the write, naming it.
+  runs[2].probes["map"] = np.zeros((256, 256)).tolist()
+  with pytest.raises(ValueError, match=r"run .* probes cell is [\d,]+ char"):
+    studies.write_csv(str(tmp_path / "big.csv"), runs)
+  assert not (tmp_path / "big.csv").exists()
 
 
 def test_plots_refuse_an_unlabelled_axis(tmp_path):
@@ -566,3 +571,18 @@ def test_config_probes_count_parameters_and_plan_train_step_memory():
   assert studies.model_params(cfg) == 28 * 28 * 10 + 10
   small, large = (studies.train_step_memory_mb(cfg, b) for b in (4, 64))
   assert 0 < small < large
+
+
+def test_load_images_takes_the_first_examples_of_a_sliced_split():
+  """A run's eval split may carry a slice already ("test[:1000]": the
+  nonlocal timing part); the probes' images are its first ``n``."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  config = ml_collections.ConfigDict({"data": {
+      "name": "fashion_mnist", "pp_eval": "value_range(-1, 1)"}})
+  with tfds.testing.mock_data(num_examples=8):
+    x, y = studies.load_images(config, "test[:6]", 3)
+    x_all, y_all = studies.load_images(config, "test", 3)
+  assert x.shape == (3, 28, 28, 1) and y.shape == (3,)
+  assert np.array_equal(x, x_all) and np.array_equal(y, y_all)
+  assert x.min() >= -1.0 and x.max() <= 1.0

@@ -28,6 +28,8 @@ claims = studies.load_module(os.path.join(HERE, "claims.py"))
 NL, LABEL, sel = claims.NL, claims.LABEL, claims.sel
 HEADS = (0, *claims.SWEEP.HEADS)             # 0: no NL block
 BLOCKS, MODES = claims.SWEEP.BLOCKS, ("base", *claims.SWEEP.MODES)
+# The parts whose seed-0 4-head maps Fig. 1's analog shows.
+MAP_PARTS = ("main", claims.FOCUS)
 
 
 def memory_table(cache) -> dict[tuple[int, str], float]:
@@ -65,7 +67,8 @@ def vertical_line_ratio(weights) -> float:
 
 def probe(runs, cache_dir):
   """Full-scale memory per run; Fig. 1's vertical-line ratio of the first
-  NL block on 4 test images, and the lowest seed's head-0 map."""
+  NL block on 4 test images, and (``MAP_PARTS``) the lowest seed's head-0
+  map."""
   mem = memory_table(os.path.join(cache_dir, "memory.json"))
   for r in runs:
     h = r.get(NL + "heads")
@@ -80,7 +83,10 @@ def probe(runs, cache_dir):
           4, "base", "normal")):
     first = weights[sorted(weights)[0]]
     r.metrics["value/vertical_ratio"] = vertical_line_ratio(first)
-    if (r.part, r.get(NL + "normalizer")) not in mapped:
+    # Maps only where the plot reads them: an HW x HW map of 32x32 inputs
+    # is 65,536 numbers.
+    if r.part in MAP_PARTS and (r.part, r.get(NL + "normalizer")) not in \
+        mapped:
       mapped.add((r.part, r.get(NL + "normalizer")))
       r.probes["attention_map"] = np.round(first[0, 0], 5).tolist()
 
@@ -178,7 +184,7 @@ PLOTS = {
                 "image 0", sel(4, b, part=part), "attention_map",
                 label="attention weight", centred=False,
                 axes=("key position (HW)", "query position (HW)"))
-        for b in BLOCKS for part in ("main", claims.FOCUS)], size=(3.3, 3.4)),
+        for b in BLOCKS for part in MAP_PARTS], size=(3.3, 3.4)),
 }
 
 

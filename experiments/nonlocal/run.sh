@@ -12,7 +12,11 @@
 # maps: 10 run-minutes, measured 2026-11-26) and
 # `embed_reduction` (Fig. 2: NL and scaled NL embedding to 8 of 32
 # channels, 4 heads, 3 seeds x 300 steps: 11 run-minutes, measured
-# 2026-11-26 at --parallel=1 beside another study's runs); then
+# 2026-11-26 at --parallel=1 beside another study's runs) and
+# `timing_32px` (Table 3's step times: NL and scaled NL at 1, 2, 4 heads on
+# 32x32 inputs, 3 seeds x 30 steps, alternating: 18 runs, 26 minutes at
+# --parallel=1 with nothing beside it, measured 2026-11-28; run it that
+# way, as its step times are the measurement); then
 # runs.csv, RESULTS.md and the plots in experiments/nonlocal/ (or $OUT).
 # FOCUS=focus runs only the focus parts, FOCUS=base only `main`.
 #

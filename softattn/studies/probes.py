@@ -51,8 +51,10 @@ def load_images(config, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   from softattn.data import preprocess  # pylint: disable=g-import-not-at-top
-  ds = tfds.load(config.data.name, split=f"{split}[:{n}]",
-                 data_dir=config.data.get("data_dir", None))
+  # take(n), not a "[:n]" suffix: the split may carry a slice already
+  # (e.g. "test[:1000]"), which TFDS cannot slice again.
+  ds = tfds.load(config.data.name, split=split, shuffle_files=False,
+                 data_dir=config.data.get("data_dir", None)).take(n)
   pp = preprocess.parse(config.data.pp_eval)
   seed = tf.constant([0, 0], tf.int64)
   out = [pp(e, seed) for e in ds]

@@ -291,6 +291,15 @@ def write_csv(path: str, runs: Sequence[Run]) -> str:
     cells += [_cell(r.metrics.get(k)) for k in metric_cols]
     cells += [json.dumps(x, sort_keys=True) if x else ""
               for x in (r.series, r.probes)]
+    # read_csv's csv module refuses longer fields: fail here, where the
+    # run and column are known, not when the file is next read.
+    if (n := max(map(len, cells))) > csv.field_size_limit():
+      col = [*FIXED, *metric_cols, "series", "probes"][
+          [len(c) for c in cells].index(n)]
+      raise ValueError(f"run {r.name} (part {r.part}): its {col} cell is "
+                       f"{n:,} characters, over the csv limit of "
+                       f"{csv.field_size_limit():,}; store less (e.g. a "
+                       "probe on fewer runs, or a smaller array)")
     w.writerow(cells)
   paths.write_atomic(path, f.getvalue())  # local (parents made) or gs://
   return path
