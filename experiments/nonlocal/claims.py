@@ -170,13 +170,16 @@ def paper_cell(pair):
 def _claims() -> list[Claim]:
   # Table 3's head counts; our 8-head runs are in the table, but the paper
   # makes no 8-head claim to judge.
-  scaled_lt_nl = lambda sfx, at, note: [Claim(
+  # Table 3's scaled NL cells are of He init: quoted beside our sigma-0.01
+  # scaled NL, they say so.
+  he_cells = " (its scaled NL: He init)"
+  scaled_lt_nl = lambda sfx, at, note, where="", cells="": [Claim(
       f"t3.scaled_lt_nl.h{h}{sfx}", f"scaled NL{note} error < NL error, "
-      f"{h} head(s)", "Table 3", paper_cell(PAPER_T3[h]["scaled"]) + " vs "
-      + paper_cell(PAPER_T3[h]["softmax"]), ERROR, at(h, "scaled"), at(h),
-      "<", section="t3") for h in (1, 2, 4)]
+      f"{h} head(s){where}", "Table 3", paper_cell(PAPER_T3[h]["scaled"])
+      + " vs " + paper_cell(PAPER_T3[h]["softmax"]) + cells, ERROR,
+      at(h, "scaled"), at(h), "<", section="t3") for h in (1, 2, 4)]
   c = [
-      *scaled_lt_nl("", sel, ""),
+      *scaled_lt_nl("", sel, "", ", sigma 0.01 for both", he_cells),
       Claim("t3.nl_helps", "NL blocks help: 4-head NL error < no NL",
             "Table 3", "5.62 vs 6.37 (CIFAR-10)", ERROR, sel(4), sel(0), "<",
             section="t3"),
@@ -187,8 +190,9 @@ def _claims() -> list[Claim]:
             "`t1.magnitude_equal.h1` presupposes; Table 3's cells)",
             "5.73 vs 6.37 (CIFAR-10)", ERROR, sel(1), sel(0), "<",
             section="t3", kind=SANITY),
-      Claim("t3.heads_help_scaled", "more heads help scaled NL: 4 < 1 head",
-            "Table 3", "5.43 vs 5.64", ERROR, sel(4, "scaled"),
+      Claim("t3.heads_help_scaled", "more heads help scaled NL (sigma "
+            "0.01): 4 < 1 head", "Table 3", "5.43 vs 5.64" + he_cells,
+            ERROR, sel(4, "scaled"),
             sel(1, "scaled"), "<", section="t3"),
       Claim("t3.heads_help_nl", "more heads help NL: 4 < 1 head", "Table 3",
             "5.62 vs 5.73", ERROR, sel(4), sel(1), "<", section="t3"),
@@ -199,7 +203,7 @@ def _claims() -> list[Claim]:
             section="t3"),
       Claim("t3.scaled_lt_nl.h4.1ep", "scaled NL error < NL error, 4 heads, "
             f"sigma 0.01 for both, the longer budget (`{FOCUS}`)", "Table 3",
-            "5.43 vs 5.62", ERROR, sel(4, "scaled", part=FOCUS),
+            "5.43 vs 5.62" + he_cells, ERROR, sel(4, "scaled", part=FOCUS),
             sel(4, part=FOCUS), "<", section="t3"),
       Claim("t3.scaled_lt_nl.h4.1ep.paper", "scaled NL (He, the paper's "
             "init for it) error < NL error (sigma 0.01), 4 heads, the longer "
