@@ -26,6 +26,11 @@ FOCUS_STEPS = 1500
 # One epoch of Fashion-MNIST at the reduced sweep's batch 64 (937.5 steps).
 BD_PART, BD_STEPS = "breakdown_1ep", math.ceil(
     datasets.split_size("fashion_mnist", "train") / 64)
+# The same normalizers at depth 4 for an epoch (sweep.py subset=breakdown4;
+# declared after the audit read `main`, where cos_max broke down at depths
+# 2 and 4 only, and before its own runs): a break-down is not tied to a
+# depth, so each break-down claim covers it as it covers depth 1.
+BD4_PART = "breakdown_1ep_d4"
 # Table 2's depth 8 on Fashion-MNIST at the `main` budget (sweep.py
 # subset=depth8).
 DEPTH8_PART = "depth8"
@@ -54,6 +59,8 @@ MAIN_STEPS = 300          # the `main` part (sweep.py)
 # Table 2's break-downs are not tied to a depth: each break-down claim
 # covers depth 1 for an epoch (where it is judged) and every `main` depth.
 BD_COVERS = ((f"depth 1, 1 epoch (`{BD_PART}`)", {}),
+             (f"depth 4, 1 epoch (`{BD4_PART}`)",
+              {"part": BD4_PART, "model.depth": 4}),
              *[(f"depth {d}, {MAIN_STEPS} steps (`main`)",
                 {"part": "main", "model.depth": d}) for d in DEPTHS])
 # Fig. 6's "even in the early stages of training": every length we ran is
@@ -62,8 +69,8 @@ EARLY_COVERS = ((f"`main` ({MAIN_STEPS} steps, depths 1-4)", {}),
                 (f"`{BD_PART}` (depth 1, 1 epoch)", {"part": BD_PART}),
                 (f"`{FOCUS}` (depth 4, {FOCUS_STEPS} steps)",
                  {"part": FOCUS}))
-BD_WHERE = (f"every depth: depth 1 for 1 epoch (`{BD_PART}`), and the "
-            "`main` runs")
+BD_WHERE = (f"every depth: depths 1 and 4 for 1 epoch (`{BD_PART}`, "
+            f"`{BD4_PART}`), and the `main` runs")
 # "Breaks down in the early stages" of 50 epochs: whether a normalizer
 # breaks down (or trains stably) needs at least the first of those epochs;
 # a run that ends earlier can neither show nor rule out a break-down.
@@ -137,13 +144,15 @@ def _claims() -> list[Claim]:
   # judged there too, at that part's depth: depth 4 for 1500 steps
   # (`depth4_long`: sin2_max_shifted and sin_softmax vs softmax), depth 1
   # for an epoch (`breakdown_1ep`: sin_softmax vs softmax; the other
-  # depth-1 pairs have an arm that did not run there). Depth 8, Table 2's
+  # depth-1 pairs have an arm that did not run there), and the same at
+  # depth 4 (`breakdown_1ep_d4`). Depth 8, Table 2's
   # deepest, ran in a part of its own at the `main` budget (every pair).
   c += [_t2(cid, a, b, d, tag, f", {words}", part)
         for part, d, tag, words, ran in (
             (FOCUS, 4, f"d4_{FOCUS_STEPS}", f"{FOCUS_STEPS} steps",
              study.FOCUS),
             (BD_PART, 1, "d1_1ep", "1 epoch", study.BREAKDOWN_1EP),
+            (BD4_PART, 4, "d4_1ep", "1 epoch", study.BREAKDOWN_1EP),
             (DEPTH8_PART, 8, "d8", f"{MAIN_STEPS} steps", study.DEPTH8))
         for cid, a, b, _ in T2_PAIRS if a in ran and b in ran]
   c += [
@@ -303,6 +312,8 @@ _EARLY = (MAIN_STEPS, BD_STEPS)       # up to the first epoch
 BUDGET_TABLE = (
     ("t2.depth8_cifar100", Budget((), "Table 2's depth 8 on CIFAR-100: "
                                   "not run here (see the reason)")),
+    ("t2.*.d4_1ep", Budget((BD_STEPS,), f"{_T2}: depth 4 for 1 epoch "
+                           f"(`{BD4_PART}`, {BD_STEPS} steps)")),
     ("t2.*.d4_*", Budget((FOCUS_STEPS,), f"{_T2}: depth 4 at our longest, "
                          f"{FOCUS_STEPS} steps")),
     ("t2.*.d1_1ep", Budget((BD_STEPS,), f"{_T2}: depth 1 at our longest, "

@@ -97,14 +97,16 @@ acc = lambda where: Cell(where, ACCURACY)
 # The parts beyond `main` as Table 2 columns: (depth, part, normalizers).
 LONGER = ((8, claims.DEPTH8_PART, claims.study.DEPTH8),
           (4, claims.FOCUS, claims.study.FOCUS),
-          (1, claims.BD_PART, claims.study.BREAKDOWN_1EP))
+          (1, claims.BD_PART, claims.study.BREAKDOWN_1EP),
+          (4, claims.BD4_PART, claims.study.BREAKDOWN_1EP))
 
 
 def _part_steps(part):
   return lambda runs: f"`{part}`, {render.steps(runs, {'part': part})} steps"
 
 
-# Every normalizer of `breakdown_1ep`, each also at the `main` depths.
+# Every normalizer of `breakdown_1ep` (and `breakdown_1ep_d4`), each also
+# at the `main` depths.
 _BD_NORMS = ["siren_max", claims.pre("siren_max"), *claims.study.BREAKDOWN,
              *claims.study.BREAKDOWN_PRENORM, SM, SIN]
 TABLES = {
@@ -112,7 +114,7 @@ TABLES = {
                  *[f"ours depth {d}" for d in DEPTHS],
                  f"ours depth 8 (`{claims.DEPTH8_PART}`)",
                  f"ours depth 4, {claims.FOCUS_STEPS} steps",
-                 "ours depth 1, 1 epoch"],
+                 "ours depth 1, 1 epoch", "ours depth 4, 1 epoch"],
                 [(n, ["breaks down" if p is None else " / ".join(
                     f"{x:.2f}" for x in p), *[acc(sel(n, d)) for d in DEPTHS],
                       *[acc(sel(n, d, part)) if n in ran else "-"
@@ -124,7 +126,9 @@ TABLES = {
                     sel(n, d, part), claims.BROKE, "value/break_step"),
                       acc(sel(n, d, part))])
                  for n in _BD_NORMS
-                 for part, depths in (("main", DEPTHS), (claims.BD_PART, [1]))
+                 for part, depths in (("main", DEPTHS),
+                                      (claims.BD_PART, [1]),
+                                      (claims.BD4_PART, [4]))
                  for d in depths]),
     # Pooled over depths: one value per seed (``per_seed``).
     "sat": Table(["normalizer", "saturated fraction", "median n|dw/ds|"],
@@ -214,6 +218,7 @@ STUDY = studies.Study(
     parts={"main": ""},
     focus={claims.FOCUS: f"subset=focus,steps={claims.FOCUS_STEPS}",
            claims.BD_PART: f"subset=breakdown,steps={claims.BD_STEPS}",
+           claims.BD4_PART: f"subset=breakdown4,steps={claims.BD_STEPS}",
            claims.DEPTH8_PART: "subset=depth8"},
     fields=("model.normalizer", "model.depth"),
     # Table 2's normalizers and the break-down group, in the part main.

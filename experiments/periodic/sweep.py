@@ -43,9 +43,9 @@ DEPTH8 = ["softmax", "sin2_max_shifted", "sin_softmax", "prenorm(softmax)",
 ROTATIONS = {"uniform": "random_rotate(90)|", "rot90": "random_rot90|",
              "none": ""}
 # subset= -> (depth, normalizers) of a focus part: `depth4_long`,
-# `breakdown_1ep`, `depth8`.
+# `breakdown_1ep`, `breakdown_1ep_d4`, `depth8`.
 SUBSETS = {"focus": (4, FOCUS), "breakdown": (1, BREAKDOWN_1EP),
-           "depth8": (8, DEPTH8)}
+           "breakdown4": (4, BREAKDOWN_1EP), "depth8": (8, DEPTH8)}
 
 
 def prenorm(name):
