@@ -426,44 +426,47 @@ def test_periodic_from_csv(tmp_path):
   assert study.tables["fig7"].cells(runs)[
       ("sin_softmax", "border share")].endswith("(n=3)")
   # Break-downs "in the early stages" of 50 epochs: each claim covers the
-  # 1-epoch depth-1 part and every `main` depth; a break-down counts at any
-  # length, a `main` run (0.32 epoch) without one is censored.
+  # 1-epoch parts at depths 1 and 4 and every `main` depth; a break-down
+  # counts at any length, a `main` run (0.32 epoch) without one is censored.
   bd_ids = [c.id for c in study.claims if c.id.startswith("bd.") and
             c.relation in ("all", "none")]
   assert len(bd_ids) == 8
   for cid in bd_ids:
     if ".prenorm_still_breaks." in cid:
       continue
-    # Broken runs count at every depth (3 + 9); stable ones only where a
-    # full epoch ran (the 1-epoch part, and `depth4_long` for bd.stable).
-    n_runs = {"bd.prenorm_siren_trains": 3}.get(cid, 12)
+    # Broken runs count at every depth (3 + 3 + 9); stable ones only where
+    # a full epoch ran (the two 1-epoch parts, and `depth4_long` for
+    # bd.stable).
+    n_runs = {"bd.prenorm_siren_trains": 6, "bd.stable": 18}.get(cid, 15)
     assert v[cid].word == studies.CONFIRMED and v[cid].n == n_runs, cid
-  # prenorm(sin_max_constant) never breaks: its 3 one-epoch runs contradict
-  # the claim, the 9 `main` runs (0.32 epoch) are censored.
+  # prenorm(sin_max_constant) never breaks: its 6 one-epoch runs (depths 1
+  # and 4) contradict the claim, the 9 `main` runs (0.32 epoch) are
+  # censored.
   nt = v["bd.prenorm_still_breaks.sin_max_constant"]
-  assert nt.word == studies.CONTRADICTED and nt.n == 3
-  assert "0/3 runs" in nt.reason and "Censored (9" in nt.reason
-  # prenorm(cos_max) breaks in seed 0 only: its 4 runs (1 epoch and 3
-  # depths) count, seeds 1-2 at 1 epoch do not break, their `main` runs
-  # are censored: mixed.
+  assert nt.word == studies.CONTRADICTED and nt.n == 6
+  assert "0/6 runs" in nt.reason and "Censored (9" in nt.reason
+  # prenorm(cos_max) breaks in seed 0 only: its 5 runs (2 one-epoch parts
+  # and 3 depths) count, seeds 1-2 at 1 epoch do not break, their `main`
+  # runs are censored: mixed.
   one = v["bd.prenorm_still_breaks.cos_max"]
-  assert one.word == studies.INCONCLUSIVE and one.n == 6
-  assert "4/6 runs" in one.reason and "Censored (6" in one.reason
+  assert one.word == studies.INCONCLUSIVE and one.n == 9
+  assert "5/9 runs" in one.reason and "Censored (6" in one.reason
   # A part shorter than an epoch shows a break-down but cannot rule one out.
-  short = [dataclasses.replace(r, epochs=0.5) if r.part == "breakdown_1ep"
-           else r for r in runs]
+  short = [dataclasses.replace(r, epochs=0.5)
+           if r.part.startswith("breakdown_1ep") else r for r in runs]
   vs = studies.study.verdicts(study, short)
   assert vs["bd.siren_max"].word == studies.CONFIRMED
   assert vs["bd.prenorm_siren_trains"].word == studies.NOT_TESTABLE
-  # The main part's counts, were it an epoch long: 3 depths x 3 seeds.
+  # The main part's counts, were it an epoch long: 3 depths x 3 seeds,
+  # beside the two 1-epoch parts' 3 + 3.
   for r in runs:
     r.epochs = 1.0
   v1 = studies.study.verdicts(study, runs)
   assert v1["bd.prenorm_still_breaks.sin_max_constant"].word == \
       studies.CONTRADICTED
-  assert v1["bd.prenorm_still_breaks.sin_max_constant"].n == 12
+  assert v1["bd.prenorm_still_breaks.sin_max_constant"].n == 15
   assert v1["bd.prenorm_still_breaks.cos_max"].word == studies.INCONCLUSIVE
-  assert "4/12" in v1["bd.prenorm_still_breaks.cos_max"].reason
+  assert "5/15" in v1["bd.prenorm_still_breaks.cos_max"].reason
   # "Pre-normalization does not fix the break-down" presupposes one: where
   # the plain versions train, the norm-version claims are not testable.
   trained = [dataclasses.replace(
