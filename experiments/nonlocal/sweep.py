@@ -107,13 +107,12 @@ def get_config(arg=None):
 
 def get_sweep(arg=None):
   a = _arg(arg)
-  seed = grid.sweep("seed", list(range(a.seeds)))
-
-  def nl(**fields):
-    """The NL blocks' ``fields`` (a list: swept; else fixed), x seeds."""
+  def nl(seeds=range(a.seeds), **fields):
+    """The NL blocks' ``fields`` (a list: swept; else fixed), x ``seeds``."""
     return grid.product(*[
         (grid.sweep if isinstance(v, list) else grid.fixed)(
-            "model.nl_blocks." + k, v) for k, v in fields.items()], seed)
+            "model.nl_blocks." + k, v) for k, v in fields.items()],
+                        grid.sweep("seed", list(seeds)))
 
   if a.subset == "init":
     return nl(normalizer=BLOCKS, heads=4, init=["he", "normal"])
@@ -125,10 +124,9 @@ def get_sweep(arg=None):
     # each head count and seed, so a drift in the machine's load falls on
     # both alike. Each run's keys keep main's order (normalizer, heads,
     # seed), and so its run names.
-    field = lambda k, v: grid.fixed("model.nl_blocks." + k, v)
-    return grid.chain(*(grid.product(
-        field("normalizer", b), field("heads", h), grid.fixed("seed", s))
-        for s in range(a.seeds) for h in TIMED_HEADS for b in BLOCKS))
+    return grid.chain(*(nl([s], normalizer=b, heads=h)
+                        for s in range(a.seeds) for h in TIMED_HEADS
+                        for b in BLOCKS))
   if a.subset == "embed":
     return nl(normalizer=BLOCKS, heads=4, embed_channels=EMBED)
   if a.subset == "paper":

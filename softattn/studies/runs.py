@@ -283,7 +283,8 @@ def write_csv(path: str, runs: Sequence[Run]) -> str:
   metric_cols = sorted({k for r in runs for k in r.metrics})
   f = io.StringIO(newline="")
   w = csv.writer(f)
-  w.writerow([*FIXED, *metric_cols, "series", "probes"])
+  header = [*FIXED, *metric_cols, "series", "probes"]
+  w.writerow(header)
   for r in runs:
     row = [r.name if k == "run" else getattr(r, k) for k in FIXED]
     cells = [json.dumps(v, sort_keys=True) if k in JSON_COLUMNS
@@ -293,9 +294,8 @@ def write_csv(path: str, runs: Sequence[Run]) -> str:
               for x in (r.series, r.probes)]
     # read_csv's csv module refuses longer fields: fail here, where the
     # run and column are known, not when the file is next read.
-    if (n := max(map(len, cells))) > csv.field_size_limit():
-      col = [*FIXED, *metric_cols, "series", "probes"][
-          [len(c) for c in cells].index(n)]
+    n, col = max(zip(map(len, cells), header))
+    if n > csv.field_size_limit():
       raise ValueError(f"run {r.name} (part {r.part}): its {col} cell is "
                        f"{n:,} characters, over the csv limit of "
                        f"{csv.field_size_limit():,}; store less (e.g. a "
