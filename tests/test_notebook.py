@@ -2,7 +2,8 @@
 
 Marked ``notebook`` and left out of the default run (``pyproject.toml``'s
 ``addopts``) because it trains three small models for a few minutes; CI runs
-it as its own step, ``python -m pytest -m notebook``, on the newest stack.
+it in the newest stack's suite run (``-m "notebook or not notebook"``);
+alone: ``python -m pytest -m notebook``.
 """
 
 import os
