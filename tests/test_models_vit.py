@@ -178,10 +178,13 @@ def test_differential_attention_and_output_gate_from_the_model_config():
   for b in blocks:
     assert {"lambda_q1", "diff_norm", "output_gate"} <= set(b)
   mods = {}
-  m.apply(v, X, method=lambda mdl, x: mdl(x),
-          capture_intermediates=lambda mdl, _: (
-              mods.setdefault(mdl.name, []).append(
-                  getattr(mdl, "layer_index", None)) and False))
+  # Jitted (eagerly it took ~15 s): the filter records each module as the
+  # apply is traced.
+  jax.jit(lambda v, x: m.apply(
+      v, x, method=lambda mdl, x: mdl(x),
+      capture_intermediates=lambda mdl, _: (
+          mods.setdefault(mdl.name, []).append(
+              getattr(mdl, "layer_index", None)) and False)))(v, X)
   layer_idx = sorted(set(mods["MultiHeadDotProductAttention_0"]))
   assert layer_idx == [0, 1, 2]  # two blocks + the MAP head
   base_map = n_params(build_model("vit", pool="map", **kw), X.shape)

@@ -429,6 +429,9 @@ def test_float32_on_tpu_runs_the_kernels_in_bfloat16(monkeypatch):
                                 **kw).astype(q.dtype)
     return jnp.sum(jnp.cos(out)), out
 
+  # Jitted: eagerly, the interpreter dispatched every kernel op one by one
+  # (~40 s). The patched platform is read when it traces.
+  @functools.partial(jax.jit, static_argnums=(0, 1))
   def run(impl, dtype, *args):
     (_, out), grads = jax.value_and_grad(
         functools.partial(loss, impl, dtype), argnums=(0, 1, 2),
