@@ -23,10 +23,13 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import multiprocessing
+import os
 import struct
 from typing import Callable, Iterable, Iterator
 
 from etils import epath
+
+from softattn.data import orphans
 
 _RECORD = struct.Struct("<16sIII")  # hash, label, key length, data length
 
@@ -114,14 +117,19 @@ def run_jobs(jobs: Iterable[tuple[int, Callable, tuple]], processes: int,
 
   ``jobs`` is consumed lazily, at most two jobs per worker ahead: its
   arguments may be large (a gzipped release's synset tars, in memory).
+  The workers end with this process, even if it is SIGKILLed
+  (``softattn.data.orphans``).
   """
   if processes <= 1:
     for key, fn, args in jobs:
       done(key, fn(*args))
     return
   # spawn: the parent has TensorFlow's threads running; forking it is unsafe.
+  # exit_with_parent: workers killed with a SIGKILLed parent, not left behind.
   with concurrent.futures.ProcessPoolExecutor(
-      processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+      processes, mp_context=multiprocessing.get_context("spawn"),
+      initializer=orphans.exit_with_parent,
+      initargs=(os.getpid(),)) as pool:
     pending = {}
 
     def finish(futures):

@@ -12,6 +12,10 @@ Three source forms give the same synsets and the same images:
 * a folder of per-synset tars (the release tar extracted one level);
 * a folder of per-class image folders ``nXXXXXXXX/*.JPEG``.
 
+Every tar, release or synset, must end with its end-of-archive block: Python's
+``tarfile`` takes a tar cut at a member boundary for a complete smaller one,
+which would build a dataset of the synsets (or images) before the cut.
+
 Labels are the sorted WordNet ids of the synsets the source holds (21,841 in
 ``fall11_whole.tar``, 19,167 in winter21; ``imagenet21k.label_space`` adds
 fall11's two image-less synsets). An image is named by ``<wnid>/<file
@@ -41,6 +45,47 @@ class SourceError(ValueError):
   """The source is not one of the accepted ImageNet-21k forms."""
 
 
+class TruncatedTarError(tarfile.ReadError):
+  """A tar that ends without its end-of-archive block: it was cut short."""
+
+
+class _EndNotingTarInfo(tarfile.TarInfo):
+  """Notes on its archive whether the member loop met the end-of-archive
+  (all-zero) block: tarfile ends the loop the same way when the data just
+  stops, so a tar cut at a member boundary reads as a complete, smaller one."""
+
+  @classmethod
+  def fromtarfile(cls, archive):
+    try:
+      return super().fromtarfile(archive)
+    except tarfile.EOFHeaderError:  # a zero block, not missing data
+      archive.end_marked = True
+      raise
+
+
+class _CheckedTarFile(tarfile.TarFile):
+  """A ``TarFile`` (any mode, streamed too) that knows whether it ended at
+  the end-of-archive block; its ``open`` is ``tarfile.open``."""
+  tarinfo = _EndNotingTarInfo
+  end_marked = False
+
+
+def _to_the_end(archive: tarfile.TarFile):
+  """Every member of ``archive`` (a ``_CheckedTarFile``), in order; then
+  ``TruncatedTarError`` if no end-of-archive block followed the last one.
+
+  One zero block is asked for, not the two the format writes: a tar cut
+  between them has lost nothing.
+  """
+  last = None
+  for member in archive:
+    last = member.name
+    yield member
+  if not archive.end_marked:
+    raise TruncatedTarError(
+        f"it ends after member {last} with no end-of-archive block")
+
+
 @dataclasses.dataclass(frozen=True)
 class Synset:
   """Where one synset's images are: ``kind`` is release / stream (in a
@@ -56,31 +101,37 @@ def _is_gzip(path: str) -> bool:
   return path.endswith((".gz", ".tgz"))
 
 
-def _synset_members(outer: tarfile.TarFile):
-  """``(wnid, member)`` of the ``nXXXXXXXX.tar`` members, in archive order."""
-  for member in outer:
-    name = os.path.basename(member.name)
-    if member.isfile() and name.endswith(".tar") and WNID.fullmatch(name[:-4]):
-      yield name[:-4], member
+def _synset_members(outer: tarfile.TarFile, path: str):
+  """``(wnid, member)`` of the ``nXXXXXXXX.tar`` members of the release tar
+  at ``path``, in archive order; ``SourceError`` if it is cut short."""
+  try:
+    for member in _to_the_end(outer):
+      name = os.path.basename(member.name)
+      if member.isfile() and name.endswith(".tar") and WNID.fullmatch(
+          name[:-4]):
+        yield name[:-4], member
+  except TruncatedTarError as e:
+    raise SourceError(f"{path} is truncated: {e}; copy or download it "
+                      "again") from None
 
 
 def _release_synsets(path: str) -> list[Synset]:
   """The synset tars of a release tar; a ``.tar.gz`` is read through once
   (``stream``: gzip has no random access, ``offset`` is the archive order)."""
   if _is_gzip(path):
-    with tarfile.open(path, "r|gz") as outer:
+    with _CheckedTarFile.open(path, "r|gz") as outer:
       return [Synset(wnid, "stream", path, i, m.size)
-              for i, (wnid, m) in enumerate(_synset_members(outer))]
-  with tarfile.open(path, "r:") as outer:  # headers only; seeks past data
+              for i, (wnid, m) in enumerate(_synset_members(outer, path))]
+  with _CheckedTarFile.open(path, "r:") as outer:  # headers; seeks past data
     return [Synset(wnid, "release", path, m.offset_data, m.size)
-            for wnid, m in _synset_members(outer)]
+            for wnid, m in _synset_members(outer, path)]
 
 
 def stream_synset_tars(path: str, wanted: set[str]):
   """``(wnid, synset tar bytes)`` for the ``wanted`` synsets of a ``.tar.gz``,
   in archive order; the others are decompressed and passed over."""
-  with tarfile.open(path, "r|gz") as outer:
-    for wnid, member in _synset_members(outer):
+  with _CheckedTarFile.open(path, "r|gz") as outer:
+    for wnid, member in _synset_members(outer, path):
       if wnid in wanted:
         yield wnid, outer.extractfile(member).read()
 
@@ -146,8 +197,9 @@ class _Window(io.RawIOBase):
 
 
 def _tar_images(fileobj) -> Iterator[tuple[str, bytes]]:
-  with tarfile.open(fileobj=fileobj, mode="r|") as t:  # streamed
-    for member in t:
+  """A synset tar's files; ``TruncatedTarError`` (a ``TarError``) if cut."""
+  with _CheckedTarFile.open(fileobj=fileobj, mode="r|") as t:  # streamed
+    for member in _to_the_end(t):
       if member.isfile():
         yield os.path.basename(member.name), t.extractfile(member).read()
 
