@@ -120,7 +120,8 @@ def _run(args) -> int:
     for (sweep, workdir), runs in zip(jobs, chosen):
       for r in runs:
         state = rundir.run_state(paths.join(workdir, r.name))
-        print(f"# {r.name}: {state.state}")
+        live = f" ({state.reason})" if state.live else ""
+        print(f"# {r.name}: {state.state}{live}")
         print(shlex.join([*launcher, *declaration.main_args(
             sweep, r, workdir)]))
     return 0

@@ -3,7 +3,8 @@
 The training loop owns ``status.json`` (a ``softattn.runstate.Status``),
 ``metrics.jsonl`` and ``config.json`` (see ``softattn.train``); the sweep runner adds two files of its own next to
 them: ``sweep.log`` (the run's stdout and stderr, appended per attempt) and
-``sweep_attempt.json`` (how the last attempt ended). From these the runner
+``sweep_attempt.json`` (how the last attempt ended, and while it runs the
+child's host and pid, see ``softattn.sweep.liveness``). From these the runner
 decides what to (re)run and the report says what happened to every run.
 Every file goes through ``softattn.paths``, so a run directory may be local or
 on ``gs://``.
@@ -17,6 +18,7 @@ import math
 from typing import Any
 
 from softattn import paths, runstate
+from softattn.sweep import liveness
 
 STATUS = runstate.FILENAME
 METRICS = "metrics.jsonl"
@@ -61,6 +63,9 @@ class RunState:
   process died without writing a failure); ``preempted`` (stopped by SIGTERM
   or Ctrl-C, or by the sweep runner) or ``running`` (the last word of a run
   that may since have died), both ``resumable``; or ``not_started``.
+  ``live``: ``running`` and its recorded child is still alive (a runner
+  killed with SIGKILL leaves it training), so not ``resumable``: starting it
+  again would put two trainers in one directory.
   ``reason`` is one line for people (tables, logs), never parsed; ``record``
   the run's ``status.json`` (None if it wrote none), ``attempt`` the sweep
   runner's record of its last attempt.
@@ -70,6 +75,7 @@ class RunState:
   record: runstate.Status | None
   attempt: dict | None
   kind: runstate.FailureKind | None = None
+  live: bool = False
 
   @property
   def step(self) -> int | None:
@@ -77,7 +83,8 @@ class RunState:
 
   @property
   def resumable(self) -> bool:
-    return self.state in (runstate.State.RUNNING, runstate.State.PREEMPTED)
+    return not self.live and self.state in (runstate.State.RUNNING,
+                                            runstate.State.PREEMPTED)
 
   @property
   def status(self) -> dict | None:
@@ -114,6 +121,11 @@ def run_state(run_dir: str) -> RunState:
                     record, attempt, kind=Kind.EXIT)
   if record is None and attempt is None:
     return RunState(State.NOT_STARTED, "never started", None, None)
+  # An open attempt (no exit recorded) whose child lives: its runner died.
+  alive = attempt is not None and not stopped and returncode is None and \
+      liveness.check(attempt, run_dir)
+  if alive:
+    return RunState(State.RUNNING, alive, record, attempt, live=True)
   preempted = stopped or (record is not None and record.state == State.PREEMPTED)
   step = record.step if record is not None else None
   where = f" at step {step}" if step is not None else ""

@@ -8,11 +8,24 @@ runner reads its directory (``softattn.sweep.rundir.run_state``):
   started again with the same command, and the training loop resumes from
   its last Orbax checkpoint in the run's workdir;
 * ``failed`` runs (NaN, crash) are skipped and keep their reason, unless
-  ``retry_failed``: a deterministic divergence would only fail again.
+  ``retry_failed``: a deterministic divergence would only fail again;
+* ``live`` runs, whose recorded child is still alive (``rundir.RunState``),
+  are skipped with one line saying where they run, and count as ``running``
+  (so ``sweep run`` exits 1). A runner killed with SIGKILL leaves its runs
+  training (each is in a session of its own), and a second trainer in the
+  same directory would fight the first over its checkpoints. Skipping, not
+  waiting: the orphan may have hours left and, not being this runner's
+  child, gives it no exit code to collect; once it ends, ``sweep run`` again
+  picks up whatever it left (done, failed, or resumable).
 
 Stopping the runner (Ctrl-C, SIGTERM) stops its runs (SIGTERM, then SIGKILL
 after ``grace_s``) and marks their attempts interrupted, so the next
 ``sweep run`` resumes them.
+
+Each child's host, pid and process start time go into its run's
+``sweep_attempt.json`` right after it starts (``softattn.sweep.liveness``);
+a runner killed in the instant between the two leaves a run that reads as
+resumable, as before this record existed.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from typing import Callable, Sequence
 
 from softattn import paths, runstate
 from softattn.sweep import declaration
+from softattn.sweep import liveness
 from softattn.sweep import rundir
 
 
@@ -149,6 +163,9 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
       if state.state == runstate.State.DONE:
         log(f"skip {label}: done")
         outcome[workdir, run.name] = state.state
+      elif state.live:
+        log(f"skip {label}: {state.reason}")
+        outcome[workdir, run.name] = state.state
       elif state.state == runstate.State.FAILED and not retry_failed:
         log(f"skip {label}: failed before ({state.reason}); "
             "--retry_failed reruns it")
@@ -183,6 +200,8 @@ def run_sweeps(jobs: Sequence[tuple[declaration.Sweep, str]], *,
         proc = subprocess.Popen(cmd, stdout=logf.stdout,
                                 stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
+        attempt.update(liveness.identify(proc.pid))
+        rundir.write_json(paths.join(run_dir, rundir.ATTEMPT), attempt)
         logf.started(proc)
         active[workdir, run.name] = (proc, attempt, logf)
         n = total - len(todo)
