@@ -13,6 +13,9 @@ belong to what consumes them: ``data`` (the dataset and its preprocessing,
 one fails in ``configlib.build_model``), ``fewshot`` (``softattn.fewshot``)
 and ``mesh`` (``softattn.sharding.mesh_shape`` names the valid axes).
 
+Counts have bounds (``BOUNDS``, ``check_bounds``): a batch size of 0 or a
+negative cadence is a ``ConfigError`` here, not a crash in the loop.
+
 This module is the bottom of the import graph: it imports nothing of
 softattn. The modules that read a field register its valid values here
 (``register_names``, ``register_check``); ``softattn.configlib.resolve_config``
@@ -23,7 +26,7 @@ and never import the trainer.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import ml_collections
 from ml_collections import config_dict
@@ -147,6 +150,67 @@ def merged(given: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   return cfg
 
 
+# ----------------------------------------------------------------------------
+# Numeric ranges: the schema's own knowledge of what a count may be.
+#
+# Without them a batch of 0 divided by zero in the loop, a negative one
+# passed the mesh's divisibility check, and a negative cadence silently meant
+# something: each after the workdir, config.json and a status were written.
+
+
+class Bound(NamedTuple):
+  """``config.<field>`` must be ``>= least`` (``> least`` when ``strict``);
+  ``None`` (a placeholder left unset) passes. ``meaning`` says what the
+  boundary value does, ``fix`` what to set."""
+  field: str
+  least: float
+  fix: str
+  meaning: str = ""
+  strict: bool = False
+
+
+BOUNDS = (
+    Bound("batch_size", 1, "set --config.batch_size to the global batch size, "
+          "a multiple of the devices on the mesh's data axis"),
+    Bound("eval.batch_size", 1, "set --config.eval.batch_size, or leave it "
+          "unset in the config file to use batch_size"),
+    Bound("total_steps", 1, "set --config.total_steps to the number of "
+          "training steps"),
+    Bound("num_epochs", 0, "set --config.num_epochs to a positive number, or "
+          "set total_steps instead", strict=True),
+    Bound("log_every", 0, "set --config.log_every=50, say", "0: never"),
+    Bound("eval_every", 0, "set --config.eval_every=1000, say",
+          "0: only at the last step"),
+    Bound("checkpoint_every", 0, "set --config.checkpoint_every=1000, say",
+          "0: only at the last step"),
+    Bound("keep_checkpoints", 0, "set --config.keep_checkpoints=3, say",
+          "0: keep all"),
+    Bound("fewshot.every", 0, "set config.fewshot.every in the config file",
+          "0: only at the last step"),
+    Bound("schedule.warmup_steps", 0, "set --config.schedule.warmup_steps=0 "
+          "for no warmup"),
+    Bound("schedule.warmup_epochs", 0, "set --config.schedule.warmup_epochs=0 "
+          "for no warmup"),
+)
+
+
+def check_bounds(cfg) -> None:
+  """Every ``BOUNDS`` field of ``cfg`` is in range, or ``ConfigError``.
+
+  A value of the wrong type (a string for a count) is left to its consumer;
+  booleans are not counts either.
+  """
+  for b in BOUNDS:
+    value = _field(cfg, b.field)
+    if value is None or isinstance(value, bool) or not isinstance(
+        value, (int, float)):
+      continue
+    if value > b.least or (value == b.least and not b.strict):
+      continue
+    meaning = f" ({b.meaning})" if b.meaning else ""
+    raise ConfigError(
+        f"config.{b.field}={value!r} is invalid; it must be "
+        f"{'>' if b.strict else '>='} {b.least}{meaning}: {b.fix}.")
 
 
 # ----------------------------------------------------------------------------

@@ -168,7 +168,8 @@ def load_module(path: str):
   ``sys.modules``, so each call runs the file afresh.
 
   Raises:
-    ValueError: no such ``.py`` file (listing the ones next to it).
+    ValueError: no such ``.py`` file (listing the ones next to it), or one
+      that does not parse (its line).
   """
   if not path.endswith(".py") or not os.path.isfile(path):
     where = os.path.dirname(path) or "."
@@ -180,7 +181,14 @@ def load_module(path: str):
   name = "softattn_file_" + re.sub(r"\W", "_", os.path.abspath(path))
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  try:
+    spec.loader.exec_module(module)
+  except SyntaxError as e:  # a traceback would bury the line that matters
+    where = f"config file {path!r}"
+    if e.filename and os.path.abspath(e.filename) != os.path.abspath(path):
+      where = f"{e.filename!r} (imported by config file {path!r})"
+    raise ValueError(f"{where} has a syntax error at line {e.lineno} "
+                     f"({e.msg}); fix it there.") from None
   return module
 
 
@@ -380,6 +388,35 @@ def _check_mesh(cfg, num_devices: int | None) -> None:
                       f"the data axis ({n_data}); use a multiple of {n_data}.")
 
 
+def _pp_strings(node, path: str):
+  """``(path, spec)`` of every ``pp_*`` field under ``node``, at any depth:
+  ``data.pp_train``, ``eval.i1k_data.pp_eval``,
+  ``fewshot.datasets.<name>.pp_eval``, and any a config adds."""
+  if isinstance(node, (ml_collections.ConfigDict, dict)):
+    for key in node.keys():
+      value, where = node[key], f"{path}.{key}"
+      if str(key).startswith("pp_") and not isinstance(
+          value, (ml_collections.ConfigDict, dict)):
+        yield where, value
+      else:
+        yield from _pp_strings(value, where)
+
+
+def _check_pp(cfg) -> None:
+  """Every preprocessing string parses and names ops that exist.
+
+  The input pipeline parses ``pp_train`` when training starts and few-shot
+  pp strings at the first few-shot eval: after the workdir exists, or hours
+  in. Parsing builds the ops but runs nothing.
+  """
+  from softattn.data import preprocess  # pylint: disable=g-import-not-at-top
+  for where, spec in _pp_strings(cfg, "config"):
+    try:
+      preprocess.check(spec)
+    except ValueError as e:
+      raise ConfigError(f"{where}={spec!r}: {one_line(e)}") from None
+
+
 def _dataset_info(cfg) -> dict[str, Any]:
   """The dataset must exist: a missing one is a config error, not a crash later."""
   from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
@@ -399,9 +436,12 @@ def resolve_config(config, *, num_devices: int | None = None,
 
   Raises ``ConfigError`` (one line, naming the fix) for unknown keys, unknown
   loss/optimizer/schedule/normalizer/sharding names (the checks their modules
-  register with ``config_schema``), a batch size the ``data`` axis does not
-  divide, and a dataset that cannot be found. Derived: ``total_steps`` from
-  ``num_epochs``, ``model.num_classes`` from the dataset.
+  register with ``config_schema``), a count out of range (a batch size below
+  1, a negative cadence: ``config_schema.BOUNDS``), a preprocessing string
+  that does not parse (every ``pp_*`` field, few-shot datasets' too), a batch
+  size the ``data`` axis does not divide, and a dataset that cannot be found.
+  Derived: ``total_steps`` from ``num_epochs``, ``model.num_classes`` from the
+  dataset. The model's own fields are ``build_model``'s to check.
 
   Idempotent: a ``Resolved`` comes back as it is (no second dataset lookup),
   or, given ``num_devices``/``dataset_info``, is checked again against those
@@ -424,6 +464,8 @@ def resolve_config(config, *, num_devices: int | None = None,
   _import_owners()
   cfg = config_schema.merged(check_keys(config))
   config_schema.check_fields(cfg)
+  config_schema.check_bounds(cfg)
+  _check_pp(cfg)
   _check_mesh(cfg, num_devices)
   info = dict(dataset_info) if dataset_info is not None else _dataset_info(cfg)
   # Length of the run.
@@ -433,23 +475,33 @@ def resolve_config(config, *, num_devices: int | None = None,
     cfg.total_steps = int(math.ceil(
         cfg.num_epochs * info["num_train"] / cfg.batch_size))
   cfg.total_steps = int(cfg.total_steps)
-  if cfg.total_steps < 1:
-    raise ConfigError(f"total_steps={cfg.total_steps}; it must be >= 1.")
+  if cfg.total_steps < 1:  # set ones are bounded; this one came from epochs
+    raise ConfigError(
+        f"config.num_epochs={cfg.num_epochs} gives total_steps="
+        f"{cfg.total_steps} at batch_size={cfg.batch_size} and "
+        f"{info['num_train']} examples; it must be >= 1: raise num_epochs or "
+        f"set total_steps.")
   with cfg.model.unlocked():
     if cfg.model.get("num_classes", None) is None:
       cfg.model.num_classes = int(info["num_classes"])
   return Resolved(cfg, info)
 
 
-def build_model(cfg):
+def build_model(cfg, image_shape: Sequence[int] | None = None):
   """The Flax module ``config.model_name`` with ``config.model`` as arguments.
 
-  Constructing it traces nothing; a wrong model field (e.g. a ViT variant)
-  is a ``ConfigError`` naming the field.
+  Constructing it traces nothing; a wrong model field (a ViT variant, a head
+  count that does not divide the width, depth 0) is a ``ConfigError`` naming
+  the field. With ``image_shape`` (``(H, W, C)``, the resolved
+  ``dataset_info["image_shape"]``) a model that has ``check_input`` also
+  checks it takes such images (a ViT's patch must divide them).
   """
   from softattn import models  # pylint: disable=g-import-not-at-top
   try:
-    return models.build_model(cfg.model_name, **cfg.model.to_dict())
+    model = models.build_model(cfg.model_name, **cfg.model.to_dict())
+    if image_shape is not None and hasattr(model, "check_input"):
+      model.check_input(tuple(image_shape))
   except (ValueError, TypeError, KeyError) as e:
     raise ConfigError(f"config.model_name={cfg.model_name!r} / config.model: "
                       f"{one_line(e)}") from None
+  return model

@@ -99,7 +99,10 @@ def _mesh(mesh: Mesh | None) -> Mesh:
 
 def _local_batch(global_batch_size: int, mesh: Mesh) -> int:
   data_size = mesh.shape["data"]
-  if global_batch_size <= 0 or global_batch_size % data_size:
+  if global_batch_size < 1:  # not "not divisible": every size divides 0 or -8
+    raise ValueError(f"batch_size {global_batch_size} is invalid; it must be "
+                     f">= 1: set batch_size to a multiple of {data_size}")
+  if global_batch_size % data_size:
     raise ValueError(
         f"batch_size {global_batch_size} is not divisible by the mesh's data "
         f"axis ({data_size} devices): set batch_size to a multiple of "
@@ -431,12 +434,14 @@ def dataset_info(data_config) -> dict:
   if not hasattr(label, "num_classes"):
     raise ValueError(f"dataset {builder.name!r} has no class label feature "
                      "'label'; the pipeline trains classifiers")
+  # tf_dtype: TFDS logs a deprecation warning line for every ``.dtype`` read,
+  # which would stand before a config error's one line on stderr.
   image = builder.info.features["image"]
   counts = [_count(datasets_lib.as_dataset(builder, s)) for s in
             (train_split, eval_split)]
   return dict(num_classes=int(label.num_classes),
               image_shape=preprocessed_shape(_get(data_config, "pp_eval", ""),
-                                             image.shape, image.dtype),
+                                             image.shape, image.tf_dtype),
               num_train=counts[0], num_eval=counts[1])
 
 

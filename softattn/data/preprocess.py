@@ -15,11 +15,15 @@ resumed run sees the very same augmented images (``softattn.data.pipeline``).
 
 Strings are parsed with ``ast`` (never ``eval``); an unknown op raises a
 ``ValueError`` listing the valid ones, bad arguments name the op's signature.
+``check(spec)`` does all of that without building a pipeline:
+``softattn.configlib.resolve_config`` runs it on every ``pp_*`` string of a
+config, so a typo is a config error before the workdir exists.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import inspect
 import math
 from typing import Callable
@@ -77,9 +81,19 @@ def _parse_one(text: str):
 
 def get_op(text: str) -> Op:
   """Builds one op from its string, e.g. ``"value_range(-1, 1)"``."""
+  factory, args, kwargs = _bind(text)
+  return factory(*args, **kwargs)
+
+
+def _bind(text: str):
+  """``(factory, args, kwargs)`` of one op string, its name and arguments
+  checked against the registered ops."""
   name, args, kwargs = _parse_one(text)
   if name not in _OPS:
-    raise ValueError(f"unknown preprocessing op {name!r} in {text!r}; valid "
+    close = difflib.get_close_matches(name, names(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    where = "" if text.strip() == name else f" in {text.strip()!r}"
+    raise ValueError(f"unknown preprocessing op {name!r}{where}{hint}; valid "
                      f"ops: {', '.join(names())}")
   factory = _OPS[name]
   try:
@@ -87,7 +101,36 @@ def get_op(text: str) -> Op:
   except TypeError as e:
     raise ValueError(f"preprocessing op {text!r}: {e}; signature is "
                      f"{name}{inspect.signature(factory)}") from None
-  return factory(*args, **kwargs)
+  return factory, args, kwargs
+
+
+def check(spec) -> list[str]:
+  """Checks a pipeline string without running it; returns its op names.
+
+  Every op is parsed, its name looked up (an unknown one names the nearest
+  valid one), its arguments bound to its signature, and the op built, which
+  runs the op's own argument checks (``standardize``'s ``std > 0``). Building
+  is cheap and touches no data, so ``softattn.configlib.resolve_config`` runs
+  this on every ``pp_*`` string of a config: a typo is a config error before
+  the workdir exists, not a traceback when the input pipeline first runs.
+
+  Raises:
+    ValueError: one line naming the op and the fix.
+  """
+  if spec is not None and not isinstance(spec, str):
+    raise ValueError(f"a preprocessing pipeline is a string of ops joined by "
+                     f"'|', e.g. 'flip_lr|value_range(-1, 1)'; got "
+                     f"{type(spec).__name__} {spec!r}")
+  out = []
+  for text in _texts(spec):
+    factory, args, kwargs = _bind(text)
+    try:
+      factory(*args, **kwargs)
+    except (ValueError, TypeError) as e:  # the op's own check: name the op
+      first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+      raise ValueError(f"preprocessing op {text.strip()!r}: {first}") from None
+    out.append(_parse_one(text)[0])
+  return out
 
 
 def _compose(ops):

@@ -50,3 +50,29 @@ def build_model(name: str, **kwargs) -> nn.Module:
     return cls(**kwargs)
   except TypeError as e:
     raise ValueError(f"bad arguments for model {name!r}: {e}") from None
+
+
+# Field checks the models run when built (``__post_init__``), so that a bad
+# field is a config error before the workdir exists (``configlib.build_model``)
+# rather than a traceback while the first step is traced.
+
+
+def check_counts(why: dict[str, str] | None = None, **counts) -> None:
+  """Raises ``ValueError`` naming the first of ``counts`` below 1 (None passes).
+
+  ``why[field]`` says what the value 0 would mean, when it is not obvious.
+  """
+  for field, value in counts.items():
+    if value is not None and (isinstance(value, bool) or value < 1):
+      reason = (why or {}).get(field)
+      raise ValueError(f"{field}={value!r} is invalid; it must be >= 1"
+                       f"{f' ({reason})' if reason else ''}: set {field}.")
+
+
+def check_heads(width: int, num_heads: int) -> None:
+  """Raises ``ValueError`` unless ``num_heads`` divides ``width``."""
+  if width % num_heads:
+    divisors = [d for d in range(1, width + 1) if width % d == 0]
+    raise ValueError(f"num_heads={num_heads} does not divide width={width}; "
+                     f"set num_heads to a divisor of {width} "
+                     f"({', '.join(map(str, divisors))}) or change width.")

@@ -76,6 +76,10 @@ class ElementWiseNet(nn.Module):
   init_std: float = 0.02
   dtype: Any = None
 
+  def __post_init__(self):
+    self._arch()  # an unknown variant is a config error when built
+    super().__post_init__()
+
   def _arch(self):
     if self.variant is None:
       arch = [8, 2, False, None]

@@ -20,6 +20,7 @@ from typing import Any, Optional
 import flax.linen as nn
 import jax.numpy as jnp
 
+from softattn import models
 from softattn import normalizers as norms
 from softattn.attention import dot_product_attention
 from softattn.nn.attention import normalizer_params, observe, wants_observation
@@ -77,12 +78,20 @@ class LeViTDemo(nn.Module):
   implementation: str = "auto"
   dtype: Any = None
 
-  @nn.compact
-  def __call__(self, images, train: bool = False):
-    del train  # no dropout / BatchNorm in the demo
+  def __post_init__(self):
+    # Bad fields fail when the model is built (a config error before the
+    # workdir exists), not when the first step is traced.
+    models.check_counts(depth=self.depth, width=self.width,
+                        num_heads=self.num_heads, mlp_dim=self.mlp_dim)
+    models.check_heads(self.width, self.num_heads)
     if self.stem_widths[-1] != self.width:
       raise ValueError(f"last stem width {self.stem_widths[-1]} must equal "
                        f"width {self.width}")
+    super().__post_init__()
+
+  @nn.compact
+  def __call__(self, images, train: bool = False):
+    del train  # no dropout / BatchNorm in the demo
     x = images
     for i, c in enumerate(self.stem_widths):
       x = nn.relu(nn.Conv(c, (3, 3), strides=(2, 2), padding=1,

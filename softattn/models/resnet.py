@@ -208,6 +208,20 @@ def _stages(x, train, block, widths, counts, strides, nl, normalizer,
   return x
 
 
+def _check_build(stem, nl_blocks, counts) -> None:
+  """The fields' checks, run when a model is built (``__post_init__``): a bad
+  field is then a config error before the workdir exists, not a traceback
+  when the first step is traced. ``counts``: blocks per stage."""
+  if stem is not None and stem not in STEMS:
+    raise ValueError(f"unknown stem {stem!r}; valid: {', '.join(STEMS)}")
+  nl = NLConfig.make(nl_blocks)
+  if nl is not None:
+    if not 1 <= nl.stage <= len(counts):
+      raise ValueError(f"nl_blocks.stage={nl.stage} out of range "
+                       f"1..{len(counts)}")
+    nl.positions(counts[nl.stage - 1])
+
+
 def _head(module, x, num_classes):
   x = jnp.mean(x, axis=(1, 2)).astype(jnp.float32)
   module.sow("intermediates", "pre_logits", x)
@@ -237,24 +251,31 @@ class PreResNet(nn.Module):
   normalizer: str = "softmax"
   dtype: Any = None
 
+  def __post_init__(self):
+    _check_build(self.stem, self.nl_blocks, self._layout()[1])
+    super().__post_init__()
+
+  def _layout(self):
+    """``(block, counts, widths, strides, stem_width)`` of ``depth``."""
+    if self.depth == 50:
+      return (PreActBottleneck, (3, 4, 6, 3), (64, 128, 256, 512),
+              (1, 2, 2, 2), 64)
+    if self.depth in (164, 1001) or (self.depth - 2) % 6:
+      if (self.depth - 2) % 9 or self.depth < 11:
+        raise ValueError(f"PreResNet depth {self.depth} is not 6n+2 (basic), "
+                         f"9n+2 (bottleneck) or 50, with n >= 1")
+      n = (self.depth - 2) // 9
+      return PreActBottleneck, (n,) * 3, (16, 32, 64), (1, 2, 2), 16
+    if self.depth < 8:  # n = 0: no residual blocks at all
+      raise ValueError(f"PreResNet depth {self.depth} is not 6n+2 (basic), "
+                       f"9n+2 (bottleneck) or 50, with n >= 1")
+    n = (self.depth - 2) // 6
+    return PreActBasic, (n,) * 3, (16, 32, 64), (1, 2, 2), 16
+
   @nn.compact
   def __call__(self, images, train: bool = False):
     nl = NLConfig.make(self.nl_blocks)
-    if self.depth == 50:
-      block, counts, widths = PreActBottleneck, (3, 4, 6, 3), (64, 128, 256,
-                                                               512)
-      strides, stem_width = (1, 2, 2, 2), 64
-    elif self.depth in (164, 1001) or (self.depth - 2) % 6:
-      if (self.depth - 2) % 9:
-        raise ValueError(f"PreResNet depth {self.depth} is not 6n+2 (basic), "
-                         f"9n+2 (bottleneck) or 50")
-      n = (self.depth - 2) // 9
-      block, counts, widths = PreActBottleneck, (n,) * 3, (16, 32, 64)
-      strides, stem_width = (1, 2, 2), 16
-    else:
-      n = (self.depth - 2) // 6
-      block, counts, widths = PreActBasic, (n,) * 3, (16, 32, 64)
-      strides, stem_width = (1, 2, 2), 16
+    block, counts, widths, strides, stem_width = self._layout()
     x = _stem(images, self.stem, stem_width, train, self.dtype)
     x = _stages(x, train, block, widths, counts, strides, nl,
                 self.normalizer, self.dtype)
@@ -274,11 +295,20 @@ class WideResNet(nn.Module):
   normalizer: str = "softmax"
   dtype: Any = None
 
+  def __post_init__(self):
+    _check_build(None, self.nl_blocks, (self._blocks(),) * 3)
+    super().__post_init__()
+
+  def _blocks(self) -> int:
+    """Blocks per stage: ``depth = 6n+4``."""
+    if (self.depth - 4) % 6 or self.depth < 10:
+      raise ValueError(f"WRN depth {self.depth} is not 6n+4 with n >= 1 "
+                       f"(e.g. 16, 28, 40)")
+    return (self.depth - 4) // 6
+
   @nn.compact
   def __call__(self, images, train: bool = False):
-    if (self.depth - 4) % 6:
-      raise ValueError(f"WRN depth {self.depth} is not 6n+4 (e.g. 16, 28, 40)")
-    n = (self.depth - 4) // 6
+    n = self._blocks()
     nl = NLConfig.make(self.nl_blocks)
     x = _conv(16, 3, 1, self.dtype, name="stem_conv")(images)
     widths = tuple(w * self.widen for w in (16, 32, 64))
@@ -306,11 +336,15 @@ class ResNet(nn.Module):
   normalizer: str = "softmax"
   dtype: Any = None
 
-  @nn.compact
-  def __call__(self, images, train: bool = False):
+  def __post_init__(self):
     if self.depth not in RESNET_LAYERS:
       raise ValueError(f"ResNet depth {self.depth} unknown; valid: "
                        f"{', '.join(map(str, RESNET_LAYERS))}")
+    _check_build(self.stem, self.nl_blocks, RESNET_LAYERS[self.depth][1])
+    super().__post_init__()
+
+  @nn.compact
+  def __call__(self, images, train: bool = False):
     block, counts = RESNET_LAYERS[self.depth]
     nl = NLConfig.make(self.nl_blocks)
     x = _stem(images, self.stem, 64, train, self.dtype)

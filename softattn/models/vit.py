@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from softattn import models
 from softattn.nn.attention import MultiHeadAttention
 
 # big_vision's table (Zhai et al. 2022, Table 2; "mu" is big_vision's tiny
@@ -269,10 +270,45 @@ class ViT(nn.Module):
   dtype_mm: Any = None
 
   def __post_init__(self):
-    # A typo in the variant fails where the model is built (a config error,
-    # one line), not later while tracing the first step.
-    decode_variant(self.variant)
+    # A bad field fails where the model is built (configlib.build_model: a
+    # config error, one line, before the workdir exists), not while tracing
+    # the first step after it; depth 0 even trained, a ViT without blocks.
+    self._check(self._arch())
     super().__post_init__()
+
+  def _check(self, a):
+    """Raises ``ValueError`` (one line, naming the field) for a bad field."""
+    if self.pool not in POOLS:
+      raise ValueError(f"unknown pool {self.pool!r}; valid: {', '.join(POOLS)}")
+    if self.posemb not in POSEMBS:
+      raise ValueError(f"unknown posemb {self.posemb!r}; valid: "
+                       f"{', '.join(POSEMBS)}")
+    models.check_counts(
+        dict(depth=("a ViT needs an encoder block; depth 0 would be a linear "
+                    "probe of the patch embedding")),
+        depth=a["depth"], width=a["width"], num_heads=a["num_heads"],
+        mlp_dim=a["mlp_dim"] or None)  # 0/None: 4 * width (MlpBlock)
+    if len(a["patch_size"]) != 2 or min(a["patch_size"]) < 1:
+      raise ValueError(f"patch_size={a['patch_size']!r} is invalid; use two "
+                       f"sides >= 1, e.g. (16, 16).")
+    width = a["width"]
+    models.check_heads(width, a["num_heads"])
+    if self.posemb == "sincos2d" and width % 4:
+      raise ValueError(f"posemb='sincos2d' needs width divisible by 4, got "
+                       f"width={width}; change width or use posemb='learn'.")
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f"dropout={self.dropout!r} is invalid; it must be in "
+                       f"[0, 1).")
+
+  def check_input(self, image_shape) -> None:
+    """Raises ``ValueError`` if images of ``image_shape`` ``(H, W, C)`` cannot
+    be cut into patches (``configlib.build_model`` runs it with the dataset's
+    image shape, before anything is traced)."""
+    ph, pw = self._arch()["patch_size"]
+    h, w = image_shape[0], image_shape[1]
+    if h % ph or w % pw:
+      raise ValueError(f"image size {(h, w)} is not a multiple of the patch "
+                       f"size {(ph, pw)}; resize or pick another patch")
 
   def _arch(self):
     # ViT-B/16 < variant < fields set explicitly (as big_vision's factory).
@@ -288,12 +324,7 @@ class ViT(nn.Module):
 
   @nn.compact
   def __call__(self, images, train: bool = False):
-    if self.pool not in POOLS:
-      raise ValueError(f"unknown pool {self.pool!r}; valid: {', '.join(POOLS)}")
-    if self.posemb not in POSEMBS:
-      raise ValueError(f"unknown posemb {self.posemb!r}; valid: "
-                       f"{', '.join(POSEMBS)}")
-    a = self._arch()
+    a = self._arch()  # fields checked when the module was built
     dtype_mm = jnp.dtype(self.dtype_mm) if self.dtype_mm else None
     attention = dict(normalizer=self.normalizer, qk_layernorm=self.qk_layernorm,
                      gated=self.gated, implementation=self.implementation,
@@ -303,10 +334,7 @@ class ViT(nn.Module):
                      differential=self.differential,
                      diff_lambda_init=self.diff_lambda_init)
     ph, pw = a["patch_size"]
-    if images.shape[1] % ph or images.shape[2] % pw:
-      raise ValueError(f"image size {images.shape[1:3]} is not a multiple of "
-                       f"the patch size {(ph, pw)}; resize or pick another "
-                       f"patch")
+    self.check_input(images.shape[1:])
     x = nn.Conv(a["width"], (ph, pw), strides=(ph, pw), padding="VALID",
                 dtype=dtype_mm, name="embedding")(images)
     n, h, w, c = x.shape
