@@ -11,13 +11,26 @@ resumes from the latest checkpoint in ``--workdir``.
 Exit codes:
   0: done (or saved after SIGTERM).
   2: a bad command line, config or workdir: one line on stderr naming the
-     fix, printed before anything is compiled (an unknown field or config
-     arg, a value of the wrong type, a normalizer parameter outside its
-     domain, an unknown model variant, a missing config file or dataset; a
+     fix, printed before anything is compiled and before the workdir is
+     created (an unknown field or config arg, a value of the wrong type, a
+     normalizer parameter outside its domain, an unknown model variant, a
+     missing config file or dataset, a config file with a syntax error, a
+     count out of range such as a batch size < 1 or a negative cadence, a
+     preprocessing string that does not parse, a model field the model
+     rejects such as heads not dividing the width or depth 0; a
      gs:// bucket that does not exist, cannot be reached or refuses this
      account, missing credentials, a local workdir that cannot be written).
+     At start, also: another live run holds the workdir (its host and pid
+     are named); resuming with a config changed in a field a resume may not
+     change (the fields are named; ``--allow_config_change`` lets it
+     through); checkpoints exist but none restores (each is named with why).
   3: non-finite loss/gradients (the message names the step; the last good
      checkpoint is kept).
+  4: the workdir could not be written or read mid-run once the retries gave
+     up (unreachable, quota, disk full: the path, the step and the newest
+     saved checkpoint are named; rerunning resumes).
+  A preemption (SIGTERM) saves the current step and exits 0; see
+  docs/training.md's faults table for what each fault leaves behind.
 """
 
 from __future__ import annotations
@@ -35,6 +48,10 @@ flags.DEFINE_string("config", None,
                     "Config file, BigVision style: configs/<name>.py[:<arg>]; "
                     "override fields with --config.<field>=<value>.")
 flags.DEFINE_string("workdir", None, "Output directory (resumes from it).")
+flags.DEFINE_bool("allow_config_change", False,
+                  "Resume a workdir whose config.json differs from this "
+                  "config in fields a resume may not change (model, "
+                  "optimizer, data, ...); see softattn/config_diff.py.")
 # Multi-process runs (config.multihost=True) off TPU pods/SLURM/MPI/k8s, e.g.
 # several processes on one machine; see softattn/multihost.py.
 flags.DEFINE_string("coordinator_address", None,
@@ -97,7 +114,7 @@ def check_config(config: ml_collections.ConfigDict) -> configlib.Resolved:
   """
   try:
     resolved = configlib.resolve_config(config)
-    configlib.build_model(resolved.config)
+    configlib.build_model(resolved.config, resolved.dataset_info["image_shape"])
   except configlib.ConfigError as e:
     raise UsageError(str(e)) from None
   return resolved
@@ -146,12 +163,14 @@ def main(argv):
          "need --config.multihost=True", 2)
   logging.info("JAX process %d/%d, %d local devices", jax.process_index(),
                jax.process_count(), jax.local_device_count())
-  from softattn import paths, train, workdir_check  # pylint: disable=g-import-not-at-top
+  from softattn import io_faults, paths, train, workdir_check  # pylint: disable=g-import-not-at-top
   try:
     resolved = check_config(command.config)  # one dataset lookup
     # After the config (a bad one creates no workdir), before any compile.
     workdir_check.check_writable(command.workdir)
-    train.train_and_evaluate(resolved, command.workdir)
+    train.train_and_evaluate(
+        resolved, command.workdir,
+        allow_config_change=flags.FLAGS.allow_config_change)
   except paths.PathError as e:
     fail(f"workdir error: {e}", 2)
   except UsageError as e:
@@ -160,6 +179,8 @@ def main(argv):
     fail(f"config error: {e}", 2)
   except train.NonFiniteError as e:
     fail(f"training stopped: {e}", 3)
+  except io_faults.WorkdirIOError as e:
+    fail(f"workdir I/O error: {e}", 4)
 
 
 def run():

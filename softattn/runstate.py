@@ -40,6 +40,8 @@ class State(enum.StrEnum):  # str(), f-strings, JSON: the value
 class FailureKind(enum.StrEnum):
   NONFINITE = "nonfinite"   # NaN/Inf in the loss or gradients (exit code 3)
   CONFIG = "config"         # ConfigError: the message names the fix (exit 2)
+  IO = "io"                 # the workdir could not be written or read (exit 4)
+  DAMAGED = "damaged"       # checkpoints exist but none restores (exit 2)
   ERROR = "error"           # any other exception
   EXIT = "exit"             # the process died without saying why (sweep-side)
 
@@ -53,10 +55,17 @@ class Status:
   the compiled train step; ``core_seconds`` the process CPU time and
   ``wall_seconds`` the elapsed time of the training process, each summed
   over resumes (the gaps between attempts are not counted); ``final`` the
-  metrics of a finished run.
+  metrics of a finished run. ``saved_step`` is the newest checkpoint known
+  to be complete on disk or in the bucket (what a rerun resumes from);
+  ``furthest_step`` the furthest step any attempt reached, kept when a
+  damaged checkpoint sends a resume back; ``damaged`` the checkpoints moved
+  aside (``checkpoints/<step>.damaged``) with why.
   """
   state: State = State.RUNNING
   step: int = 0
+  saved_step: int | None = None
+  furthest_step: int = 0
+  damaged: list[str] = dataclasses.field(default_factory=list)
   kind: FailureKind | None = None
   message: str | None = None
   flops_per_step: float | None = None
@@ -115,14 +124,19 @@ class Recorder:
     self.prior = prior
     self.t0, self.wall0 = time.process_time(), time.monotonic()
     self.status = Status(state=State.RUNNING, step=0,
+                         saved_step=prior.saved_step,
+                         furthest_step=prior.furthest_step,
+                         damaged=list(prior.damaged),
                          flops_per_step=prior.flops_per_step,
                          core_seconds=prior.core_seconds,
                          wall_seconds=prior.wall_seconds)
 
   def update(self, **fields) -> None:
     """Sets ``Status`` fields, refreshes the times and writes."""
+    furthest = max(self.status.furthest_step, int(fields.get(
+        "step", self.status.step) or 0))
     self.status = dataclasses.replace(
-        self.status, **fields,
+        self.status, **fields, furthest_step=furthest,
         core_seconds=self.prior.core_seconds + time.process_time() - self.t0,
         wall_seconds=self.prior.wall_seconds + time.monotonic() - self.wall0)
     if self.enabled:

@@ -46,9 +46,10 @@ import numpy as np
 from absl import logging
 from clu import parameter_overview, periodic_actions
 
-from softattn import (checkpointing, configlib, evaluate,
-                      init_from as init_from_lib, metrics as metrics_lib,
-                      optim, paths, runstate, sharding, steps as steps_lib)
+from softattn import (checkpointing, config_diff, configlib, evaluate,
+                      init_from as init_from_lib, io_faults,
+                      lease as lease_lib, metrics as metrics_lib, optim, paths,
+                      runstate, sharding, steps as steps_lib)
 
 evaluate_split = evaluate.evaluate_split
 
@@ -204,24 +205,64 @@ def _check_finite(step, m, grad_names, ckpt) -> dict:
 # The loop.
 
 
-def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
+def train_and_evaluate(config, workdir: str, *,
+                       allow_config_change: bool = False) -> dict[str, Any]:
   """Trains and evaluates ``config`` in ``workdir``; returns the final metrics.
 
-  Resumes automatically from the latest checkpoint in ``workdir/checkpoints``.
-  ``config`` is a raw config (resolved here: ``configlib.resolve_config``) or
-  one resolved already (``softattn.main`` passes it; not looked up again).
-  Raises ``ConfigError`` (before compiling anything) for a bad config and
-  ``NonFiniteError`` when the loss or gradients stop being finite.
+  Resumes automatically from the newest checkpoint in ``workdir/checkpoints``
+  that restores (a damaged newer one is moved aside, see
+  ``softattn.checkpointing``). ``config`` is a raw config (resolved here:
+  ``configlib.resolve_config``) or one resolved already (``softattn.main``
+  passes it; not looked up again).
+
+  Raises, before anything is written to a workdir that holds another run:
+  ``ConfigError`` (before compiling anything) for a bad config;
+  ``lease.WorkdirBusy`` when another live run holds ``workdir``;
+  ``config_diff.ConfigChanged`` when resuming with a config that differs in
+  a field a resume may not change, unless ``allow_config_change``. While
+  training: ``NonFiniteError`` when the loss or gradients stop being finite;
+  ``io_faults.WorkdirIOError`` when the workdir cannot be written or read
+  (after the libraries' retries); ``checkpointing.NoGoodCheckpoint`` when
+  checkpoints exist but none restores.
   """
   workdir = os.fspath(paths.path(workdir))  # local folder or gs://
   is_main = jax.process_index() == 0
   cfg, info = configlib.resolve_config(config)
-  model = configlib.build_model(cfg)
+  model = configlib.build_model(cfg, info["image_shape"])
   paths.makedirs(workdir)
-  status = runstate.Recorder(workdir, enabled=is_main)
-  kind = runstate.FailureKind
+  io_faults.quiet_reraised_io_errors()
+  # One writer per workdir; taken before anything in it is read or written.
+  lease = lease_lib.Lease(workdir).acquire() if is_main else None
   try:
-    return _run(cfg, info, model, workdir, status, is_main)
+    if _has_checkpoints(workdir):
+      changed = config_diff.check_resume(
+          workdir, json.loads(cfg.to_json_best_effort()),
+          allow_change=allow_config_change)
+      if changed:
+        logging.warning("Resuming %s with changed fields %s "
+                        "(--allow_config_change)", workdir, changed)
+    status = runstate.Recorder(workdir, enabled=is_main)
+    return _guarded(cfg, info, model, workdir, status, is_main, lease)
+  finally:
+    if lease is not None:
+      lease.release()
+
+
+def _has_checkpoints(workdir: str) -> bool:
+  return any(n.isdigit() for n in paths.listdir(paths.join(workdir,
+                                                           "checkpoints")))
+
+
+def _guarded(cfg, info, model, workdir, status, is_main, lease):
+  """``_run`` with each way of ending recorded in ``status.json``."""
+  kind = runstate.FailureKind
+  if status.prior.state == runstate.State.RUNNING and status.prior.step:
+    logging.warning(
+        "The previous attempt in %s stopped after step %d without recording "
+        "why (killed, or its workdir could not be written); resuming.",
+        workdir, status.prior.step)
+  try:
+    return _run(cfg, info, model, workdir, status, is_main, lease)
   except NonFiniteError as e:
     status.failed(kind.NONFINITE, str(e), e.step)
     raise
@@ -231,21 +272,49 @@ def train_and_evaluate(config, workdir: str) -> dict[str, Any]:
         f"KeyboardInterrupt after step {status.status.step}; rerun to resume "
         "from the last checkpoint"))
     raise
-  except configlib.ConfigError as e:
-    status.failed(kind.CONFIG, str(e))
+  except checkpointing.NoGoodCheckpoint as e:
+    _record_failure(status, kind.DAMAGED, str(e))
+    raise
+  except (configlib.ConfigError, lease_lib.WorkdirBusy) as e:
+    _record_failure(status, kind.CONFIG, str(e))
     raise
   except Exception as e:
-    status.failed(kind.ERROR, f"{type(e).__name__}: {configlib.one_line(e)}")
-    raise
+    cause = io_faults.classify(e)
+    if cause is None:
+      _record_failure(status, kind.ERROR,
+                      f"{type(e).__name__}: {configlib.one_line(e)}")
+      raise
+    step, saved = status.status.step, status.status.saved_step
+    where = io_faults.filename(e) or workdir
+    message = (f"{where}: {cause} after step {step} ({type(e).__name__}: "
+               f"{configlib.one_line(e)[:200]}); "
+               + (f"checkpoint {saved} is the newest saved; rerun to resume"
+                  if saved is not None else "no checkpoint was saved"))
+    # An unreachable workdir would only retry the status write for as long
+    # again; the next start says what happened instead.
+    if cause != io_faults.UNREACHABLE:
+      _record_failure(status, kind.IO, message)
+    raise io_faults.WorkdirIOError(message, cause, step) from e
 
 
-def _start_state(cfg, model, tx, info, mesh, ckpt, writer, say):
+def _record_failure(status, kind, message) -> None:
+  """``status.failed`` where it can still be written; never masks the error."""
+  try:
+    status.failed(kind, message)
+  except Exception:  # pylint: disable=broad-except
+    logging.warning("could not record the failure in status.json: %s", message)
+
+
+def _start_state(cfg, model, tx, info, mesh, ckpt, writer, say, status):
   """``(state, state_sharding, start step)``: restored, or initialised."""
   if ckpt.latest_step() is not None:
-    start = int(ckpt.latest_step())
     target, state_sharding = init_state(cfg, model, tx, info, mesh,
                                         abstract=True)
-    state = ckpt.restore(target)
+    state, start, damaged = ckpt.restore_newest(target, say)
+    if damaged:
+      status.update(step=start, saved_step=start, damaged=[
+          *status.status.damaged,
+          *(f"{d.moved_to or d.step}: {d.reason}" for d in damaged)])
     say(f"Resumed from checkpoint step {start} in {ckpt.directory}")
     return state, state_sharding, start
   state, state_sharding = init_state(cfg, model, tx, info, mesh)
@@ -267,7 +336,8 @@ def _start_state(cfg, model, tx, info, mesh, ckpt, writer, say):
   return state, state_sharding, 0
 
 
-def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
+def _run(cfg, info, model, workdir, status, is_main, lease
+         ) -> dict[str, Any]:
   from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
   total = cfg.total_steps
   steps_per_epoch = max(int(info.get("num_train", 0) or 0) // cfg.batch_size, 1)
@@ -279,7 +349,8 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
   writer = metrics_lib.make_writer(workdir, is_main=is_main)
   ckpt = checkpointing.Checkpointer(
       paths.join(workdir, "checkpoints"), every=cfg.checkpoint_every,
-      keep=cfg.keep_checkpoints, asynchronous=bool(cfg.checkpoint_async))
+      keep=cfg.keep_checkpoints, asynchronous=bool(cfg.checkpoint_async),
+      is_main=is_main)
   preempt = checkpointing.PreemptionFlag().install()
   verbose = bool(cfg.verbose) and is_main
 
@@ -297,9 +368,10 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
         f"{k[5:]}={v:.4f}" for k, v in out.items() if "num_examples" not in k))
     return {k.replace("/", "_"): float(v) for k, v in out.items()}
 
+  io_down = False
   try:
     state, state_sharding, start = _start_state(cfg, model, tx, info, mesh,
-                                                ckpt, writer, say)
+                                                ckpt, writer, say, status)
     steps = make_steps(cfg, model, tx, schedule, mesh, state_sharding)
     grad_names = [optim.path_str(p) for p, _ in
                   jax.tree_util.tree_flatten_with_path(state["params"])[0]]
@@ -311,7 +383,7 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
         every_steps=max(int(cfg.log_every or 0), 1) if cfg.log_every else None,
         every_secs=None if cfg.log_every else 60.0)
     status.update(state=runstate.State.RUNNING, kind=None, message=None,
-                  step=start)
+                  step=start, saved_step=ckpt.latest_step())
 
     final: dict[str, Any] = {}
     if start >= total:
@@ -355,28 +427,44 @@ def _run(cfg, info, model, workdir, status, is_main) -> dict[str, Any]:
       if is_eval:
         final.update(evaluate_now(state, step))
         t_last = time.time()  # steps/s measures training, not evaluation
-      status.update(step=step)
+      status.update(step=step, saved_step=ckpt.committed)
       writer.flush()
+      if lease is not None:
+        lease.check()
       if preempt.is_set():
-        say(f"SIGTERM: saved checkpoint {step}; rerun the same command to resume.")
-        status.update(state=runstate.State.PREEMPTED, step=step, message=(
-            f"SIGTERM: checkpoint saved at step {step}; rerun to resume"))
+        # The notice may have come after this step's save was decided (during
+        # its log line, eval or flush): save now unless saved, and report
+        # only a step whose save is complete.
+        ckpt.save(step, state)
+        saved = ckpt.saved_step()
+        say(f"SIGTERM: saved checkpoint {saved}; rerun the same command to "
+            "resume.")
+        status.update(state=runstate.State.PREEMPTED, step=saved,
+                      saved_step=saved, message=(
+                          f"SIGTERM: checkpoint saved at step {saved}; rerun "
+                          "to resume"))
         ckpt.close()
         return final
     ckpt.close()
     final["step"] = step
-    status.update(state=runstate.State.DONE, step=step, final=final)
+    status.update(state=runstate.State.DONE, step=step, final=final,
+                  saved_step=ckpt.committed)
     say("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else
                               f"{k}={v}" for k, v in final.items()))
     return final
+  except BaseException as e:
+    io_down = io_faults.classify(e) is not None
+    raise
   finally:
     preempt.uninstall()
-    writer.flush()
-    writer.close()
-    try:
-      ckpt.close()
-    except Exception:  # pylint: disable=broad-except
-      pass
+    # After an I/O fault every flush would wait out the retries again.
+    if not io_down:
+      writer.flush()
+      writer.close()
+      try:
+        ckpt.close()
+      except Exception:  # pylint: disable=broad-except
+        pass
 
 
 def _log_train(writer, step, mh, diag, sps, cfg, say) -> dict[str, float]:

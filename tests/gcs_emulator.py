@@ -64,10 +64,11 @@ def require_emulator():
 
 
 @contextlib.contextmanager
-def running(*buckets: str) -> Iterator[str]:
+def serving(*buckets: str):
   """Starts the server, sets ``client_env`` in ``os.environ``, makes ``buckets``.
 
-  Yields the URL; on exit stops the server and restores the environment.
+  Yields the server (``.url``; ``.stop()`` for an outage); on exit stops it
+  and restores the environment.
   """
   FakeGCSServer = require_emulator()  # pylint: disable=invalid-name
   server = FakeGCSServer(host="127.0.0.1")
@@ -82,10 +83,18 @@ def running(*buckets: str) -> Iterator[str]:
     fs = filesystem()
     for b in buckets:
       fs.mkdir(b)
-    yield server.url
+    yield server
   finally:
-    server.stop()
+    if server._process is not None and server._process.poll() is None:  # pylint: disable=protected-access
+      server.stop()
     os.environ.clear()
     os.environ.update(saved)
     import gcsfs  # pylint: disable=g-import-not-at-top
     gcsfs.GCSFileSystem.clear_instance_cache()
+
+
+@contextlib.contextmanager
+def running(*buckets: str) -> Iterator[str]:
+  """``serving``, yielding the server's URL."""
+  with serving(*buckets) as server:
+    yield server.url

@@ -47,6 +47,16 @@ RESUME = {"total_steps": 6, "checkpoint_every": 2, "log_every": 3,
           "eval_every": 6}
 
 
+# The reference run also evaluates few-shot (its config is the one a rerun
+# of it must repeat: a changed config is refused on resume).
+STRAIGHT = dict(RESUME, fewshot={"datasets": {"fmnist": dict(
+    name="fashion_mnist", data_dir=None, train_split="train",
+    eval_split="test", pp_train="value_range(-1, 1)",
+    pp_eval="value_range(-1, 1)", shuffle_buffer=1, cache=False)},
+                                  "shots": [1, 2], "seeds": 2, "l2_reg": 1.0,
+                                  "batch_size": 8})
+
+
 @pytest.fixture(scope="module")
 def compile_cache(tmp_path_factory):
   """A persistent XLA cache shared by the runs (and subprocesses) of this module."""
@@ -59,13 +69,7 @@ def compile_cache(tmp_path_factory):
 def straight(tmp_path_factory, compile_cache):
   del compile_cache
   wd = tmp_path_factory.mktemp("straight")
-  fewshot = {"datasets": {"fmnist": dict(
-      name="fashion_mnist", data_dir=None, train_split="train",
-      eval_split="test", pp_train="value_range(-1, 1)",
-      pp_eval="value_range(-1, 1)", shuffle_buffer=1, cache=False)},
-             "shots": [1, 2], "seeds": 2, "l2_reg": 1.0, "batch_size": 8}
-  final = train_runner.run(_spec(wd, overrides=dict(RESUME, fewshot=fewshot),
-                                 num_examples=20))
+  final = train_runner.run(_spec(wd, overrides=STRAIGHT, num_examples=20))
   return wd, final
 
 
@@ -114,7 +118,7 @@ def test_rerun_of_a_finished_run_only_reevaluates(straight, tmp_path):
   import shutil  # pylint: disable=g-import-not-at-top
   copy = tmp_path / "copy"
   shutil.copytree(wd, copy)
-  again = train_runner.run(_spec(copy, overrides=RESUME))
+  again = train_runner.run(_spec(copy, overrides=STRAIGHT))
   assert again["eval_accuracy"] == final["eval_accuracy"]
   steps = [r["step"] for r in metrics.read_jsonl(str(copy / "metrics.jsonl"), "train")]
   assert max(steps) == 6 and steps.count(6) == 1  # no step was trained again

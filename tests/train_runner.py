@@ -6,6 +6,10 @@
   kill_at_step: when the loop asks for the batch of this step, the process
     sends itself ``kill_signal`` (``SIGKILL`` or ``SIGTERM``): a preemption at a
     known point, after every earlier step and checkpoint;
+  sigterm_in: ``[phase, step]``: SIGTERM arrives inside that phase of that
+    step, after the loop has decided whether the step saves: ``"log"`` (its
+    log line), ``"eval"`` (its evaluation) or ``"save"`` (its checkpoint
+    save, which then completes);
   out: optional path; the final metrics are written there as JSON.
 
 A separate process because XLA flags (fake devices) must be set before JAX is
@@ -54,17 +58,40 @@ def run(spec: dict):
         yield batch
         step += 1
     data.make_train_iter = killing_iter
+  undo = _sigterm_in(*spec["sigterm_in"]) if spec.get("sigterm_in") else None
   try:
     with tfds.testing.mock_data(num_examples=spec.get("num_examples", 16)):
       final = train.train_and_evaluate(config, spec["workdir"])
   finally:
     if kill_at is not None:
       data.make_train_iter = original
+    if undo:
+      undo()
   if spec.get("out"):
     with open(spec["out"], "w", encoding="utf-8") as f:
       json.dump(final, f)
   return final
 
+
+
+def _sigterm_in(phase: str, at_step: int):
+  """Makes the process SIGTERM itself inside ``phase`` of step ``at_step``;
+  returns the function that undoes it."""
+  from softattn import checkpointing, evaluate, train  # pylint: disable=g-import-not-at-top
+  owner, name, step_of = {
+      "log": (train, "_log_train", lambda a, kw: a[1]),
+      "eval": (evaluate, "evaluate_all", lambda a, kw: int(a[2]["step"])),
+      "save": (checkpointing.Checkpointer, "save", lambda a, kw: a[1]),
+  }[phase]
+  original = getattr(owner, name)
+
+  def wrapped(*args, **kwargs):
+    if step_of(args, kwargs) == at_step:
+      os.kill(os.getpid(), signal.SIGTERM)
+    return original(*args, **kwargs)
+
+  setattr(owner, name, wrapped)
+  return lambda: setattr(owner, name, original)
 
 
 def final_params(workdir):
