@@ -63,8 +63,10 @@ class EventsWriter(ScalarsAndTexts):
   def __init__(self, logdir: paths.PathLike):
     start = time.time()
     stem = f"events.out.tfevents.{int(start):010d}.{socket.gethostname()}.{os.getpid()}"
+    # Binary TFRecords: no newline is ever added to a torn end.
     self._log = paths.AppendLog(paths.join(logdir, stem),
-                                part_names=lambda k: f"{stem}{paths.PART}{k:06d}")
+                                part_names=lambda k: f"{stem}{paths.PART}{k:06d}",
+                                lines=False)
     self._records = record_writer.RecordWriter(self._log)
     self._event(event_pb2.Event(wall_time=start, file_version="brain.Event:2"))
 

@@ -4,7 +4,8 @@ Scalars are named ``<split>/<metric>`` (``train/loss``, ``eval/accuracy``,
 ``info/num_params``): TensorBoard groups them by split, and the JSONL writer
 turns each ``write_scalars`` call into one line per split,
 ``{"step": 100, "split": "train", "loss": 0.7, ...}``, which scripts read with
-``read_jsonl``. Only process 0 writes files; other hosts just log.
+``read_jsonl`` (which names any line a crash tore rather than drop it). Only
+process 0 writes files; other hosts just log.
 
 Files go through ``softattn.paths``: on a ``gs://`` workdir ``metrics.jsonl``
 is rolled whole-object parts (objects cannot be appended to) and the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -97,10 +99,16 @@ def make_writer(workdir: str, *, is_main: bool,
 def read_jsonl(path: str, split: str | None = None) -> list[dict[str, Any]]:
   """The records of a ``metrics.jsonl`` (file or parts), optionally one split.
 
-  A torn last line (a process killed mid-write) is skipped. Raises
+  A line that does not parse (a write torn by a kill or a full disk) is
+  skipped, and named: one ``paths.UnparsableLinesWarning`` gives each file and
+  line number (``paths.scan_json_lines`` returns them instead). Raises
   ``FileNotFoundError`` when there is neither the file nor a part.
   """
-  recs = paths.read_json_lines(path)
-  if not recs and not paths.exists(path):
+  recs, bad = paths.scan_json_lines(path)
+  if not recs and not bad and not paths.exists(path):
     raise FileNotFoundError(path)
+  if bad:
+    # Attributed to the caller's line (a notebook cell), once per message.
+    warnings.warn(paths.describe_unparsable(bad), paths.UnparsableLinesWarning,
+                  stacklevel=2)
   return [r for r in recs if split is None or r.get("split") == split]

@@ -20,7 +20,9 @@ two things an object store lacks:
   starts, so a long run neither re-uploads its whole log per flush nor makes
   an object per line. A resumed run starts a new part after the last one
   (never rewrites what an earlier process wrote). ``read_log`` returns the
-  file followed by its parts in order: the concatenation is the log.
+  file followed by its parts in order: the concatenation is the log. A local
+  log that a crash left mid-line gets its newline before the next process
+  appends; ``scan_json_lines`` names each line it cannot parse.
 
 Remote bytes go through fsspec's ``gcsfs``, the client etils' fsspec backend
 wraps: ``EPATH_USE_TF=false`` is set as this process's default on import, so
@@ -38,7 +40,8 @@ import json
 import os
 import re
 import threading
-from typing import Any
+import warnings
+from typing import Any, NamedTuple
 
 # Before etils decides a backend for its first gs:// path (it caches that).
 os.environ.setdefault("EPATH_USE_TF", "false")
@@ -191,8 +194,16 @@ def write_atomic(p: PathLike, data: str | bytes) -> None:
     return
   makedirs(target.parent)
   tmp = os.fspath(target) + ".tmp"
-  write_bytes(tmp, raw)
-  os.replace(tmp, os.fspath(target))
+  try:
+    write_bytes(tmp, raw)
+    os.replace(tmp, os.fspath(target))
+  except BaseException:
+    # A full disk leaves a torn temporary file; the old ``p`` stays whole.
+    try:
+      os.remove(tmp)
+    except OSError:
+      pass
+    raise
 
 
 def write_json(p: PathLike, obj: Any, **dump_kw) -> None:
@@ -210,15 +221,15 @@ def _parts(p: Path) -> list[Path]:
   return [p.parent / n for n in listdir(p.parent) if pat.match(n)]
 
 
-def _log_chunks(p: PathLike) -> list[bytes]:
-  """The file at ``p`` (if any), then each of its parts."""
+def _log_chunks(p: PathLike) -> list[tuple[str, bytes]]:
+  """``(name, bytes)`` of the file at ``p`` (if any), then of each part."""
   target = path(p)
   chunks = []
   try:
-    chunks.append(read_bytes(target))
+    chunks.append((os.fspath(target), read_bytes(target)))
   except FileNotFoundError:
     pass
-  chunks.extend(read_bytes(part) for part in _parts(target))
+  chunks.extend((os.fspath(part), read_bytes(part)) for part in _parts(target))
   return chunks
 
 
@@ -228,7 +239,7 @@ def read_log(p: PathLike) -> bytes:
   Empty when neither exists. Reads what ``AppendLog`` writes, locally or on a
   bucket (a sweep run locally and copied to a bucket, or back, reads the same).
   """
-  return b"".join(_log_chunks(p))
+  return b"".join(chunk for _, chunk in _log_chunks(p))
 
 
 def remove(p: PathLike) -> None:
@@ -248,17 +259,80 @@ def remove_log(p: PathLike) -> None:
       remove(f)
 
 
+class Unparsable(NamedTuple):
+  """A line of a JSON-lines log that did not parse: which file, which line."""
+  path: str   # the file or part that holds it
+  line: int   # 1-based, within that file
+  text: str   # its first 80 characters
+
+
+class UnparsableLinesWarning(UserWarning):
+  """Lines of a JSON-lines log were skipped (``describe_unparsable``)."""
+
+
+class JsonLines(NamedTuple):
+  """What ``scan_json_lines`` read: the values, and the lines that were not."""
+  records: list[Any]
+  unparsable: list[Unparsable]
+
+
+def scan_json_lines(p: PathLike) -> JsonLines:
+  """The values of a JSON-lines ``read_log``, and the lines that did not parse.
+
+  A line is unparsable when a write was torn (a kill or a full disk cut it
+  short; ``AppendLog`` ends it before the next process appends, so the next
+  record stays whole) or something else wrote to the file. Callers say so:
+  ``read_json_lines`` warns, the sweep report names them in its table.
+  """
+  records, bad = [], []
+  for name, chunk in _log_chunks(p):  # a torn line ends its chunk, not the next
+    for i, line in enumerate(chunk.decode("utf-8", errors="replace")
+                             .splitlines(), start=1):
+      if not line.strip():
+        continue
+      try:
+        records.append(json.loads(line))
+      except json.JSONDecodeError:
+        bad.append(Unparsable(name, i, line.strip()[:80]))
+  return JsonLines(records, bad)
+
+
+def describe_unparsable(bad: list[Unparsable]) -> str:
+  """One line naming each file and its unparsable line numbers."""
+  by_file: dict[str, list[int]] = {}
+  for b in bad:
+    by_file.setdefault(b.path, []).append(b.line)
+  where = "; ".join(
+      f"{name} line{'s' if len(lines) > 1 else ''} "
+      + ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+      for name, lines in by_file.items())
+  return (f"skipped {len(bad)} unparsable line{'s' if len(bad) > 1 else ''} "
+          f"(a write torn by a crash or a full disk, or not JSON): {where}")
+
+
 def read_json_lines(p: PathLike) -> list[Any]:
-  """The JSON values of a JSON-lines ``read_log``; a torn line (kill) skipped."""
-  out = []
-  for chunk in _log_chunks(p):  # a torn line ends its chunk, not the next one
-    for line in chunk.decode("utf-8", errors="replace").splitlines():
-      if line.strip():
-        try:
-          out.append(json.loads(line))
-        except json.JSONDecodeError:
-          continue
-  return out
+  """The JSON values of a JSON-lines ``read_log``.
+
+  Unparsable lines (see ``scan_json_lines``) are skipped with one
+  ``UnparsableLinesWarning`` naming their files and line numbers.
+  """
+  records, bad = scan_json_lines(p)
+  if bad:
+    warnings.warn(describe_unparsable(bad), UnparsableLinesWarning,
+                  stacklevel=2)
+  return records
+
+
+def _ends_in_newline(p: Path) -> bool:
+  """Whether local file ``p`` is empty, missing or ends in a newline."""
+  try:
+    with open(os.fspath(p), "rb") as f:
+      if f.seek(0, os.SEEK_END) == 0:
+        return True
+      f.seek(-1, os.SEEK_END)
+      return f.read(1) == b"\n"
+  except FileNotFoundError:
+    return True
 
 
 class AppendLog:
@@ -269,10 +343,14 @@ class AppendLog:
   docstring). Thread-safe. ``part_names``: a function ``k -> name`` of part
   ``k`` in ``path``'s folder, for logs whose parts need other names
   (TensorBoard's ``events.out.tfevents.*``); then numbering starts at 0.
+  ``lines``: a log of lines (JSON lines, a process's output). A local file
+  whose last line a crash left unterminated then gets its newline before
+  anything is appended; binary logs pass ``False``. (On a bucket each
+  process writes parts of its own, and readers never join two parts' lines.)
   """
 
   def __init__(self, p: PathLike, *, roll_bytes: int = ROLL_BYTES,
-               part_names=None):
+               part_names=None, lines: bool = True):
     self.path = path(p)
     self.remote = is_remote(self.path)
     self._lock = threading.Lock()
@@ -281,7 +359,14 @@ class AppendLog:
     self._dirty = False
     if not self.remote:
       makedirs(self.path.parent)
+      torn = lines and not _ends_in_newline(self.path)
       self._f = open(os.fspath(self.path), "ab")  # pylint: disable=consider-using-with
+      if torn:
+        # A crash (a full disk) cut the last line short: end it, so this
+        # process's first line stays a line of its own. Flushed before a
+        # child process is handed the file.
+        self._f.write(b"\n")
+        self._f.flush()
       return
     if part_names is None:
       existing = _parts(self.path)

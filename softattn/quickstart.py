@@ -69,10 +69,12 @@ def plot_curves(runs: dict[str, str], path: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from softattn.metrics import read_jsonl  # pylint: disable=g-import-not-at-top
+  from softattn import paths  # pylint: disable=g-import-not-at-top
   fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
   for name, workdir in runs.items():
-    recs = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    recs, bad = paths.scan_json_lines(os.path.join(workdir, "metrics.jsonl"))
+    if bad:  # one line, not a warning's two (file:line and source)
+      print(f"{name}: {paths.describe_unparsable(bad)}", file=sys.stderr)
     tr = [(r["step"], r["loss"]) for r in recs
           if r["split"] == "train" and isinstance(r.get("loss"), float)]
     ev = [(r["step"], r["accuracy"]) for r in recs

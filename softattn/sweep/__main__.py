@@ -163,6 +163,7 @@ def _launch(args) -> int:
 
 
 def _report(args) -> int:
+  from softattn import paths  # pylint: disable=g-import-not-at-top
   from softattn.sweep import report  # pylint: disable=g-import-not-at-top
   res = report.report(args.sweep_dir, out_dir=args.out, metric=args.metric,
                       group_by=args.group_by, compute=args.compute,
@@ -176,6 +177,9 @@ def _report(args) -> int:
   failed = [row for row in res["rows"] if row["state"] != runstate.State.DONE]
   for row in failed:
     print(f"{row['state']}: {row['run']}: {row['reason']}")
+  for run, bad in res["unparsable"].items():
+    print(f"warning: {run}: {paths.describe_unparsable(bad)}",
+          file=sys.stderr)
   return 0
 
 

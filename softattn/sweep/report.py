@@ -15,6 +15,10 @@
   ``softattn.sweep.fit`` with one-sigma uncertainties, or why there is none.
 * ``scaling.png``: error against compute, log x-axis, one colour per group,
   points and fitted curve.
+
+A ``metrics.jsonl`` line that does not parse (a write torn by a crash) is
+skipped and named, run, file and line, under the tables of ``results.md``
+and by ``sweep report``.
 """
 
 from __future__ import annotations
@@ -56,14 +60,18 @@ def find_metric(record: dict, metric: str) -> tuple[str, Any] | None:
   return None
 
 
-def final_metric(run_dir: str, record: runstate.Status | None, metric: str
+def final_metric(run_dir: str, record: runstate.Status | None, metric: str,
+                 records: Sequence[dict] | None = None
                  ) -> tuple[Any, str | None]:
   """The run's final ``metric``: ``status.json``'s ``final``, else the last
-  eval record of ``metrics.jsonl``. Returns ``(value, problem)``."""
+  eval record of ``metrics.jsonl`` (``records`` when already read). Returns
+  ``(value, problem)``."""
   final = (record.final if record is not None else None) or {}
   hit = find_metric(final, metric)
   if hit is None:
-    for record in reversed(rundir.read_metrics(run_dir)):
+    if records is None:
+      records = rundir.read_metrics(run_dir)
+    for record in reversed(records):
       if record.get("split") == "eval":
         hit = find_metric(record, metric)
         if hit is not None:
@@ -74,9 +82,9 @@ def final_metric(run_dir: str, record: runstate.Status | None, metric: str
   return hit[1], None
 
 
-def _num_params(run_dir: str) -> int | None:
+def _num_params(records: Sequence[dict]) -> int | None:
   """The model's parameter count, from the loop's ``info`` record."""
-  for record in rundir.read_metrics(run_dir):
+  for record in records:
     if record.get("split") == "info" and "num_params" in record:
       return record["num_params"]
   return None
@@ -130,7 +138,10 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
     row["kind"] = state.kind.value if state.kind else None
     row["reason"] = state.reason or ""
     steps, fps = record.step, record.flops_per_step
-    row["params"] = _num_params(run_dir)
+    # Read once; lines a crash tore are named in results.md, not dropped.
+    records, row["unparsable"] = paths.scan_json_lines(
+        paths.join(run_dir, rundir.METRICS))
+    row["params"] = _num_params(records)
     row["steps"] = steps
     row["flops_per_step"] = fps
     row["train_flops"] = (fps * steps if rundir.is_finite_number(fps)
@@ -139,7 +150,7 @@ def collect(sweep_dir: str, *, metric: str = "accuracy",
     row[metric] = None
     row["error"] = None
     if state.state == runstate.State.DONE:
-      value, problem = final_metric(run_dir, state.record, metric)
+      value, problem = final_metric(run_dir, state.record, metric, records)
       kind = runstate.FailureKind.ERROR
       if problem is None and not rundir.is_finite_number(value):
         problem, kind = f"final {metric} is {value}", runstate.FailureKind.NONFINITE
@@ -237,7 +248,20 @@ def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
         f"| {group} | {f.n} | {f.a:.4g} ± {f.a_std:.2g} | "
         f"{f.c:.3g} ± {f.c_std:.2g} | {f.b:.3g} ± {f.b_std:.2g} | "
         f"{f.b0:.3g} ± {f.b0_std:.2g} | {f.c0:.3g} | {f.rms:.2g} |  |")
+  torn = unparsable(rows)
+  if torn:
+    lines += ["", "## Unreadable metrics lines", "",
+              "Skipped, so a run's final metric or parameter count may come "
+              "from an earlier record:", ""]
+    lines += [f"- {run}: {paths.describe_unparsable(bad)}"
+              for run, bad in torn.items()]
   return "\n".join(lines) + "\n"
+
+
+def unparsable(rows: Sequence[dict]) -> dict[str, list[paths.Unparsable]]:
+  """Per run, the ``metrics.jsonl`` lines that did not parse (runs with any)."""
+  return {row["run"]: row["unparsable"] for row in rows
+          if row.get("unparsable")}
 
 
 def report(sweep_dir: str, *, out_dir: str | None = None,
@@ -256,7 +280,9 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
     spec: the sweep config that names the runs (default: ``sweep.json``).
 
   Returns:
-    ``{"rows": [...], "fits": {...}, "files": [...]}``.
+    ``{"rows": [...], "fits": {...}, "files": [...], "unparsable": {run:
+    [paths.Unparsable, ...]}}`` (the last for runs whose ``metrics.jsonl``
+    has lines that did not parse, also listed in ``results.md``).
   """
   if compute not in COMPUTE_AXES:
     raise ValueError(f"compute={compute!r}; valid: {sorted(COMPUTE_AXES)}.")
@@ -286,4 +312,5 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
                           xlabel=COMPUTE_AXES[compute][1],
                           ylabel=f"error = 1 - {metric}", title=group_by)
     files.append(png)
-  return {"rows": rows, "fits": fits, "files": files}
+  return {"rows": rows, "fits": fits, "files": files,
+          "unparsable": unparsable(rows)}

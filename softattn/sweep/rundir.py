@@ -42,7 +42,9 @@ def write_json(path: str, obj: Any) -> None:
 
 
 def read_metrics(run_dir: str) -> list[dict]:
-  """Every record of ``metrics.jsonl``; a torn last line (kill) is skipped."""
+  """Every record of ``metrics.jsonl``; a line that does not parse (a write
+  torn by a kill or a full disk) is skipped with a
+  ``paths.UnparsableLinesWarning`` naming its file and line."""
   return paths.read_json_lines(paths.join(run_dir, METRICS))
 
 
