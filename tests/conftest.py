@@ -13,6 +13,38 @@ import os
 # processes the tests launch; JAX_DISABLE_MOST_OPTIMIZATIONS=0 turns it off.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
+# XLA's CPU fusion emitters (MLIR-based, the default) take about twice as long
+# to compile these small programs as the legacy elemental emitters:
+# test_pallas, test_attention and test_normalizers together take 160 s at
+# -n 2 with them and 82 s without (benchmarks/README.md, "Test suite"). Both
+# emit the same HLO fusions with the same math; the tests compare paths
+# within one process or against float64, never against another emitter's
+# bits. XLA aborts a process on a flag it does not know, and a future XLA may
+# drop this one, so it is probed once (a child process) and used only where
+# it exists; inherited by xdist workers and the processes the tests launch.
+# SOFTATTN_TEST_FAST_CPU_COMPILE=0 turns it off.
+_FAST_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _with_fast_cpu_compile() -> None:
+  if os.environ.get("SOFTATTN_TEST_FAST_CPU_COMPILE", "1") == "0":
+    return
+  if os.environ.get("SOFTATTN_TEST_FAST_CPU_COMPILE") == "checked":
+    return  # decided by the process that started this one (an xdist worker)
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  flags = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_FLAG}".strip()
+  probe = subprocess.run(
+      [sys.executable, "-c", "import jax; jax.numpy.ones(2).block_until_ready()"],
+      env=dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu"),
+      capture_output=True, timeout=120, check=False)
+  if probe.returncode == 0:
+    os.environ["XLA_FLAGS"] = flags
+  os.environ["SOFTATTN_TEST_FAST_CPU_COMPILE"] = "checked"
+
+
+_with_fast_cpu_compile()
+
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -26,3 +58,40 @@ def full_f32_matmuls():
   for a TPU topology uses it (there it would change the compiled program)."""
   with jax.default_matmul_precision("highest"):
     yield
+
+
+def pytest_addoption(parser):
+  parser.addoption("--compile-tally", default=None, metavar="FILE",
+                   help="write each test's wall time and jax trace/lower/"
+                   "compile seconds to FILE.<worker> (tests/compile_tally.py)")
+
+
+def pytest_configure(config):
+  path = config.getoption("--compile-tally")
+  if path:
+    from tests import compile_tally  # pylint: disable=g-import-not-at-top
+    config.pluginmanager.register(compile_tally.Tally(os.path.abspath(path)),
+                                  "compile_tally")
+
+
+# The inner loop, ``pytest -n 2 -m "not slow"`` (about 3 minutes on 2 cores,
+# the library's unit tests: normalizers, attention paths, kernels in the
+# Pallas interpreters, models, steps, configs), leaves out the files whose
+# tests are end to end: real training runs, subprocesses and servers, TPU
+# ahead-of-time compiles, the studies. CI runs everything.
+E2E_FILES = frozenset({
+    "test_aot.py", "test_aot_collectives.py", "test_configs.py",
+    "test_data_prepare.py", "test_dense_tpu_traffic.py", "test_experiments.py",
+    "test_faults.py", "test_faults_cli.py", "test_faults_data.py",
+    "test_faults_sweep.py", "test_fsdp.py", "test_gcs.py",
+    "test_imagenet21k.py", "test_multihost.py", "test_pallas_aot.py",
+    "test_sweep_e2e.py", "test_sweep_runner.py", "test_train.py"})
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  for item in items:
+    # The notebook's execution is end to end too: -m "not slow" replaces
+    # pyproject's -m "not notebook", and should still leave it out.
+    if item.path.name in E2E_FILES or item.get_closest_marker("notebook"):
+      item.add_marker(pytest.mark.slow)

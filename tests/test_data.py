@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from jax.sharding import PartitionSpec as P
 
 from softattn import data
+from tests import tiny_data
 
 N = 10  # mock examples per split (every split yields the same examples)
 
@@ -196,8 +197,9 @@ _MESH_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a subprocess with 8 fake devices
 def test_batches_on_a_4x2_mesh_match_one_device():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+  env = dict(os.environ, XLA_FLAGS=tiny_data.xla_flags(devices=8),
              JAX_PLATFORMS="cpu")
   out = subprocess.run([sys.executable, "-c", _MESH_SCRIPT], env=env,
                        capture_output=True, text=True, timeout=180)

@@ -25,6 +25,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests import tiny_data
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = 40
 TOKENS = 64  # (32 / 4) ** 2 patches
@@ -101,7 +103,7 @@ def _measure() -> dict:
 
 @pytest.fixture(scope="module")
 def measured():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+  env = dict(os.environ, XLA_FLAGS=tiny_data.xla_flags(devices=8),
              JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2",
              PYTHONPATH=REPO)
   proc = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env,

@@ -70,7 +70,7 @@ def _free_port() -> int:
 
 def _env(devices: int, cache_dir: str) -> dict:
   env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-  env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+  env.update(XLA_FLAGS=tiny_data.xla_flags(devices=devices),
              JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
              # The three 2-process launches compile the same programs.
              JAX_COMPILATION_CACHE_DIR=cache_dir,

@@ -162,6 +162,7 @@ def test_sigterm_saves_and_resume_is_bitwise_identical(straight, tmp_path):
                          kill_signal="SIGTERM"))
   status = json.load(open(tmp_path / "status.json"))
   assert status["state"] == "preempted" and status["step"] == 3
+  assert status["saved_step"] == 3  # the step reported is on disk
   assert "SIGTERM" in status["message"]
   assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
   train_runner.run(_spec(tmp_path, overrides=RESUME))
@@ -259,7 +260,7 @@ specs = [tuple(x.sharding.spec) for x in jax.tree.leaves(state["params"])]
 out["specs"] = [str(s) for s in specs]
 print("RESULT" + json.dumps(out))
 """
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+  env = dict(os.environ, XLA_FLAGS=tiny_data.xla_flags(devices=8),
              TF_CPP_MIN_LOG_LEVEL="2", JAX_COMPILATION_CACHE_DIR=compile_cache)
   proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO,
                         capture_output=True, text=True, timeout=300)

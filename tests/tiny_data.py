@@ -2,6 +2,7 @@
 name themselves, and a persistent XLA compile cache for a test module."""
 
 import contextlib
+import os
 
 import jax
 import numpy as np
@@ -44,3 +45,10 @@ def compile_cache(directory: str, min_compile_s: float):
   finally:
     jax.config.update("jax_compilation_cache_dir", old[0])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+
+
+def xla_flags(*, devices: int) -> str:
+  """``XLA_FLAGS`` for a child process with ``devices`` fake CPU devices,
+  keeping the suite's own flags (tests/conftest.py)."""
+  return " ".join([*os.environ.get("XLA_FLAGS", "").split(),
+                   f"--xla_force_host_platform_device_count={devices}"])
