@@ -108,14 +108,27 @@ F32_MATRIX, BF16_MATRIX = ([(n, c) for n, d, c in _matrix() if d == dtype]
                            for dtype in ("f32", "bf16"))
 
 
+@functools.lru_cache(maxsize=None)
+def _inputs_np(lq, lk, d):
+  # Drawn with x64 off whatever the caller's setting: under jax.enable_x64
+  # jax.random draws other numbers (float64 bits), and the float64 truth was
+  # then computed on other inputs than the runs it judged, its error as large
+  # as the outputs, so check_f32's 2x-dense-f32 bound let anything through
+  # (found by benchmarks/mutations.py: a kernel that dropped the causal
+  # diagonal passed).
+  with jax.enable_x64(False):
+    ks = jax.random.split(jax.random.PRNGKey(1), 4)
+    # bf16-representable values, so f32 and bf16 runs see the same numbers.
+    rnd = lambda kk, l: jax.random.normal(kk, (B, l, H, d)).astype(  # noqa: E731
+        jnp.bfloat16).astype(jnp.float32)
+    mask = jax.random.bernoulli(ks[3], 0.7, (B, 1, 1, lk))
+    mask = mask.at[1].set(False)  # batch element 1: every key masked
+    return tuple(np.asarray(x) for x in (rnd(ks[0], lq), rnd(ks[1], lk),
+                                         rnd(ks[2], lk), mask))
+
+
 def _inputs(lq, lk, d=D):
-  ks = jax.random.split(jax.random.PRNGKey(1), 4)
-  # bf16-representable values, so f32 and bf16 runs see the same numbers.
-  rnd = lambda kk, l: jax.random.normal(kk, (B, l, H, d)).astype(  # noqa: E731
-      jnp.bfloat16).astype(jnp.float32)
-  mask = jax.random.bernoulli(ks[3], 0.7, (B, 1, 1, lk))
-  mask = mask.at[1].set(False)  # batch element 1: every key masked
-  return rnd(ks[0], lq), rnd(ks[1], lk), rnd(ks[2], lk), mask
+  return tuple(jnp.asarray(x) for x in _inputs_np(lq, lk, d))
 
 
 def _run(impl, name, case, dtype, d=D):
