@@ -8,6 +8,7 @@
       --rcfile=benchmarks/coverage.ini -o after.json
   python benchmarks/coverage_table.py before.json after.json
 
+(``coverage json``'s files, gzipped or not: benchmarks/results/suite_*/)
 prints, in Markdown, each module's covered lines and branches in both runs
 and marks a module whose line or branch coverage fell. Exit status 1 when
 one did (a module only one run has is listed, not judged).
@@ -15,12 +16,14 @@ one did (a module only one run has is listed, not judged).
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 
 
 def _per_module(path: str) -> dict[str, tuple[int, int, int, int]]:
-  with open(path, encoding="utf-8") as f:
+  with (gzip.open if path.endswith(".gz") else open)(
+      path, "rt", encoding="utf-8") as f:
     files = json.load(f)["files"]
   return {name: (s["covered_lines"], s["num_statements"],
                  s.get("covered_branches", 0), s.get("num_branches", 0))

@@ -3,7 +3,9 @@
   python -m pytest -n 2 -q --compile-tally=/tmp/tally
   python benchmarks/suite_time.py /tmp/tally [--top 25]
 
-reads the per-worker files ``tests/compile_tally.py`` wrote and prints, in
+reads the per-worker files ``tests/compile_tally.py`` wrote (or one file of
+them joined, gzipped or not: ``benchmarks/results/suite_*/tally_*.jsonl.gz``)
+and prints, in
 Markdown, each test file's wall seconds (summed over its tests, fixtures
 included), the in-process jax seconds (tracing, lowering, XLA compiling) and
 the number of XLA compiles, then the slowest tests. The wall seconds of a
@@ -15,13 +17,18 @@ from __future__ import annotations
 import argparse
 import collections
 import glob
+import gzip
 import json
+import os
 
 
 def load(prefix: str) -> list[dict]:
+  """The records of ``prefix.<worker>`` files, or of one (gzipped) file."""
   rows = []
-  for path in sorted(glob.glob(prefix + ".*")):
-    with open(path, encoding="utf-8") as f:
+  paths = [prefix] if os.path.isfile(prefix) else sorted(glob.glob(prefix + ".*"))
+  for path in paths:
+    with (gzip.open if path.endswith(".gz") else open)(
+        path, "rt", encoding="utf-8") as f:
       rows.extend(json.loads(line) for line in f if line.strip())
   return rows
 
