@@ -81,6 +81,30 @@ class JsonlWriter(events.ScalarsAndTexts):
       self._f.close()
 
 
+class _CloseEach:
+  """``close`` reaches every writer even when one fails (a full disk):
+  clu's ``MultiWriter`` stops at the first error, leaving the later writers'
+  files open for Python to flush, and fail on, again at exit."""
+
+  def close(self):
+    errors = []
+    for w in self._writers:  # clu's MultiWriter keeps them here
+      try:
+        w.close()
+      except Exception as e:  # pylint: disable=broad-except
+        errors.append(e)
+    if errors:
+      raise errors[0]
+
+
+class _MultiWriter(_CloseEach, metric_writers.MultiWriter):
+  pass
+
+
+class _AsyncMultiWriter(_CloseEach, metric_writers.AsyncMultiWriter):
+  pass
+
+
 def make_writer(workdir: str, *, is_main: bool,
                 asynchronous: bool = True) -> metric_writers.MetricWriter:
   """Logging + TensorBoard (``workdir``) + ``workdir/metrics.jsonl`` on process 0."""
@@ -92,8 +116,8 @@ def make_writer(workdir: str, *, is_main: bool,
                    else metric_writers.SummaryWriter(workdir))
     writers.append(JsonlWriter(paths.join(workdir, "metrics.jsonl")))
   if asynchronous:
-    return metric_writers.AsyncMultiWriter(writers)
-  return metric_writers.MultiWriter(writers)
+    return _AsyncMultiWriter(writers)
+  return _MultiWriter(writers)
 
 
 def read_jsonl(path: str, split: str | None = None) -> list[dict[str, Any]]:

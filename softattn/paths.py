@@ -410,7 +410,15 @@ class AppendLog:
         self._buf = bytearray()
 
   def close(self) -> None:
-    self.flush()
-    with self._lock:
-      if not self.remote and not self._f.closed:
-        self._f.close()
+    """Flushes and closes. The file is closed even when the flush fails (a
+    full disk): left open, Python would flush it again at exit and print
+    the error a second time, after the run's one line."""
+    try:
+      self.flush()
+    finally:
+      with self._lock:
+        if not self.remote and not self._f.closed:
+          try:
+            self._f.close()
+          except OSError:
+            pass  # the same write the flush above failed (and raised)

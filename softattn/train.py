@@ -302,7 +302,8 @@ def _record_failure(status, kind, message) -> None:
   try:
     status.failed(kind, message)
   except Exception:  # pylint: disable=broad-except
-    logging.warning("could not record the failure in status.json: %s", message)
+    # The run's one line says it; the next start reads the status as is.
+    logging.info("could not record the failure in status.json: %s", message)
 
 
 def _start_state(cfg, model, tx, info, mesh, ckpt, writer, say, status):
@@ -368,7 +369,7 @@ def _run(cfg, info, model, workdir, status, is_main, lease
         f"{k[5:]}={v:.4f}" for k, v in out.items() if "num_examples" not in k))
     return {k.replace("/", "_"): float(v) for k, v in out.items()}
 
-  io_down = False
+  io_cause = None
   try:
     state, state_sharding, start = _start_state(cfg, model, tx, info, mesh,
                                                 ckpt, writer, say, status)
@@ -453,16 +454,24 @@ def _run(cfg, info, model, workdir, status, is_main, lease
                               f"{k}={v}" for k, v in final.items()))
     return final
   except BaseException as e:
-    io_down = io_faults.classify(e) is not None
+    io_cause = io_faults.classify(e)
     raise
   finally:
     preempt.uninstall()
-    # After an I/O fault every flush would wait out the retries again.
-    if not io_down:
+    if io_cause is None:
       writer.flush()
       writer.close()
       try:
         ckpt.close()
+      except Exception:  # pylint: disable=broad-except
+        pass
+    elif io_cause != io_faults.UNREACHABLE:
+      # A local fault (a full disk): close the logs, whose last writes fail
+      # again, so that nothing is left for Python to flush (and report) at
+      # exit. An unreachable bucket is left alone: every flush would wait
+      # out the retries again.
+      try:
+        writer.close()
       except Exception:  # pylint: disable=broad-except
         pass
 
