@@ -19,9 +19,10 @@ import jax
 import numpy as np
 import pytest
 
-from softattn import configlib, normalizers, studies
+from softattn import configlib, normalizers
+import softattn_studies as studies
 from softattn.runstate import FailureKind, State
-from softattn.studies.template import TemplateError
+from softattn_studies.template import TemplateError
 from softattn.sweep import declaration
 from softattn.data import datasets as data_facts, preprocess
 
@@ -1201,7 +1202,7 @@ def test_every_claim_is_judged_at_a_budget_declared_before_the_data(name):
 
 
 def test_readme_counts_paper_claims_and_lists_sanity_checks_apart():
-  from softattn.studies import __main__ as cli  # noqa: PLC0415
+  from softattn_studies import __main__ as cli  # noqa: PLC0415
   paper = dict(cli.summary_rows(EXP))["elementwise"]
   sanity = dict(cli.summary_rows(EXP, kind=studies.SANITY))["elementwise"]
   assert sanity and all(i.startswith("sanity.") for i in sanity)
@@ -1212,7 +1213,7 @@ def test_readme_counts_paper_claims_and_lists_sanity_checks_apart():
 
 
 def test_readme_summary_counts_the_committed_verdicts():
-  from softattn.studies import __main__ as cli, render  # noqa: PLC0415
+  from softattn_studies import __main__ as cli, render  # noqa: PLC0415
   with open(os.path.join(EXP, "README.md"), encoding="utf-8") as f:
     text = f.read()
   table = cli.summary_text(EXP)
@@ -1220,9 +1221,9 @@ def test_readme_summary_counts_the_committed_verdicts():
 
 
 def test_one_command_regenerates_every_committed_result(tmp_path):
-  """``python -m softattn.studies regenerate`` on a copy of experiments/:
+  """``python -m softattn_studies regenerate`` on a copy of experiments/:
   every RESULTS.md and the README summary come back unchanged."""
-  from softattn.studies import __main__ as cli  # noqa: PLC0415
+  from softattn_studies import __main__ as cli  # noqa: PLC0415
   copy = tmp_path / "experiments"
   shutil.copytree(EXP, copy, ignore=shutil.ignore_patterns("*.png"))
   # Sweep files name their base configs relative to the repo root.

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 
-from softattn import studies
-from softattn.studies.claims import (ACCURACY, SANITY, Budget, Claim,
+import softattn_studies as studies
+from softattn_studies.claims import (ACCURACY, SANITY, Budget, Claim,
                                      Metric, Requirement, paper_fraction,
                                      precondition, unavailable, with_budgets)
 from softattn.models.elementwise import PAPER_COUNTS, PRESETS

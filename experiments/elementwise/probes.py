@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from softattn import losses, optim, studies
+from softattn import losses, optim
+import softattn_studies as studies
 
 # The paper's "most values within [-0.05, 0.05]" (Sec. 3, model G).
 WEIGHT_BAND = 0.05

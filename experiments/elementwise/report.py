@@ -13,10 +13,10 @@ import sys
 
 import numpy as np
 
-from softattn import studies
-from softattn.studies.claims import ACCURACY, Claim, Metric, pairs
-from softattn.studies.plotspec import Curves, Plot, Points
-from softattn.studies.render import (Cell, Contrast, Estimate, Events,
+import softattn_studies as studies
+from softattn_studies.claims import ACCURACY, Claim, Metric, pairs
+from softattn_studies.plotspec import Curves, Plot, Points
+from softattn_studies.render import (Cell, Contrast, Estimate, Events,
                                      Span, Table)
 from softattn.sweep import declaration
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
-from softattn import studies
-from softattn.studies.claims import (ERROR, SANITY, STEP_MS, Budget, Claim,
+import softattn_studies as studies
+from softattn_studies.claims import (ERROR, SANITY, STEP_MS, Budget, Claim,
                                      Metric, paper_fraction, precondition,
                                      unavailable, with_budgets)
 

@@ -16,10 +16,10 @@ import sys
 
 import numpy as np
 
-from softattn import studies
-from softattn.studies.claims import ERROR
-from softattn.studies.plotspec import Heatmap, Paired, Plot, Points
-from softattn.studies.render import Cell, Table
+import softattn_studies as studies
+from softattn_studies.claims import ERROR
+from softattn_studies.plotspec import Heatmap, Paired, Plot, Points
+from softattn_studies.render import Cell, Table
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))

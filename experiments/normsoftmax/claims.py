@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from softattn import studies
-from softattn.studies.claims import (ACCURACY, Budget, Claim, Metric,
+import softattn_studies as studies
+from softattn_studies.claims import (ACCURACY, Budget, Claim, Metric,
                                      Requirement, paper_fraction,
                                      unavailable, with_budgets)
 

@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 
-from softattn import studies
+import softattn_studies as studies
 from softattn.data import datasets
-from softattn.studies.claims import ACCURACY, Metric
-from softattn.studies.plotspec import Curves, Paired, Plot, Points
-from softattn.studies.render import Cell, Table
+from softattn_studies.claims import ACCURACY, Metric
+from softattn_studies.plotspec import Curves, Paired, Plot, Points
+from softattn_studies.render import Cell, Table
 from softattn.sweep import declaration
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,7 +1,7 @@
 r"""The periodic-softmax study's claims as data (Wang et al. 2021): Table 2
 (``PAPER``), the metrics the claims read, the settings a general claim
 covers, ``CLAIMS`` and the budget each is judged at, with the paper's
-wording (``BUDGET_TABLE``). ``softattn.studies.claims.RULE`` judges them;
+wording (``BUDGET_TABLE``). ``softattn_studies.claims.RULE`` judges them;
 ``report.py`` renders them.
 """
 
@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
-from softattn import studies
+import softattn_studies as studies
 from softattn.data import datasets
-from softattn.studies.claims import (ACCURACY, Budget, Claim, Metric,
+from softattn_studies.claims import (ACCURACY, Budget, Claim, Metric,
                                      paper_fraction, precondition,
                                      unavailable, with_budgets)
 

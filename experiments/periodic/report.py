@@ -12,12 +12,12 @@ import sys
 
 import numpy as np
 
-from softattn import studies
+import softattn_studies as studies
 from softattn.data import datasets
-from softattn.studies import render
-from softattn.studies.claims import ACCURACY
-from softattn.studies.plotspec import Curves, Heatmap, Plot, Points, Quantiles
-from softattn.studies.render import Cell, Events, Table
+from softattn_studies import render
+from softattn_studies.claims import ACCURACY
+from softattn_studies.plotspec import Curves, Heatmap, Plot, Points, Quantiles
+from softattn_studies.render import Cell, Events, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.relpath(os.path.join(HERE, "sweep.py"))

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sys
 
-from softattn import studies
-from softattn.studies import render
-from softattn.studies.claims import ACCURACY, Metric
-from softattn.studies.plotspec import Paired, Plot, Points
-from softattn.studies.render import Cell, Ratio, Spread, Table
+import softattn_studies as studies
+from softattn_studies import render
+from softattn_studies.claims import ACCURACY, Metric
+from softattn_studies.plotspec import Paired, Plot, Points
+from softattn_studies.render import Cell, Ratio, Spread, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 claims = studies.load_module(os.path.join(HERE, "claims.py"))

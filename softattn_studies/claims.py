@@ -11,8 +11,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from softattn.studies import stats
-from softattn.studies.runs import Run, select
+from softattn_studies import stats
+from softattn_studies.runs import Run, select
 
 ALPHA = 0.05
 MIN_PAIRS = 3
@@ -20,7 +20,7 @@ CONFIRMED, CONTRADICTED = "confirmed", "contradicted"
 INCONCLUSIVE, NOT_TESTABLE = "inconclusive", "not testable here"
 WORDS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE)
 
-RULE = f"""**Verdict rule** (`softattn.studies.claims.RULE`; the same in every
+RULE = f"""**Verdict rule** (`softattn_studies.claims.RULE`; the same in every
 study). Runs with the same seed share init and data order, so each claim
 compares settings *paired by seed* (or by the claim's pairing key, e.g.
 depth and seed): per pair, the difference of the metric (or its ratio,

@@ -24,10 +24,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from softattn.studies import claims as claims_lib
-from softattn.studies import plots, stats
-from softattn.studies.claims import Claim, Metric
-from softattn.studies.runs import Run, select
+from softattn_studies import claims as claims_lib
+from softattn_studies import plots, stats
+from softattn_studies.claims import Claim, Metric
+from softattn_studies.runs import Run, select
 
 MIN_BAND = 3   # seeds from which a mean gets its 95 % interval
 

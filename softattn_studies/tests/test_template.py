@@ -1,13 +1,13 @@
-"""RESULTS.md templates (softattn.studies.template), tables as data
+"""RESULTS.md templates (softattn_studies.template), tables as data
 (render.Table) and plots as data (plotspec): every placeholder kind, the
 expectation that fails when prose and data part, unknown names."""
 
 import pytest
 
-from softattn import studies
+import softattn_studies as studies
 from softattn.runstate import FailureKind, State
-from softattn.studies import plotspec, render, template
-from softattn.studies.template import TemplateError
+from softattn_studies import plotspec, render, template
+from softattn_studies.template import TemplateError
 
 
 def run(part, seed, acc, **fields):

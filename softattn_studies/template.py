@@ -51,10 +51,10 @@ import dataclasses
 import re
 from typing import Callable, Mapping, Sequence
 
-from softattn.studies import claims as claims_lib
-from softattn.studies import render
-from softattn.studies.claims import Claim, Verdict
-from softattn.studies.runs import Run, select
+from softattn_studies import claims as claims_lib
+from softattn_studies import render
+from softattn_studies.claims import Claim, Verdict
+from softattn_studies.runs import Run, select
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::([^{}]*))?\}\}")
 

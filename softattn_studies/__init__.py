@@ -12,11 +12,11 @@
   checkpoint loop every study's probe runs;
 * ``study``: ``Study`` (a study's declaration) and the ``report.py`` CLI.
 
-``python -m softattn.studies summary`` rewrites the verdict counts at the
+``python -m softattn_studies summary`` rewrites the verdict counts at the
 top of ``experiments/README.md`` from the committed ``runs.csv`` files.
 """
 
-from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
+from softattn_studies.claims import (ACCURACY, ALPHA, CONFIRMED,
                                      CONTRADICTED, ERROR, INCONCLUSIVE,
                                      MIN_PAIRS, NOT_TESTABLE, PAPER, RULE,
                                      SANITY, STEP_MS, WORDS, Budget, Claim,
@@ -26,16 +26,16 @@ from softattn.studies.claims import (ACCURACY, ALPHA, CONFIRMED,
 # Models without data (softattn.models.abstract), as the studies use them.
 from softattn.models.abstract import (build_abstract, build_model,
                                       input_shape, param_count)
-from softattn.studies.probes import (attention_weights, batch_stats,
+from softattn_studies.probes import (attention_weights, batch_stats,
                                      dump_json, load_images, model_params,
                                      moved_from_init, probed,
                                      probed_attention, restore_checkpoint,
                                      train_step_memory_mb)
 # A study's sweep.py/report.py/claims.py is loaded as configs are.
 from softattn.configlib import load_module
-from softattn.studies.render import cell, claims_table, image, md_table
-from softattn.studies.runs import (Run, collect, diverged_or_below,
+from softattn_studies.render import cell, claims_table, image, md_table
+from softattn_studies.runs import (Run, collect, diverged_or_below,
                                    layer_curves, median_train, per_layer,
                                    read_csv, select, step_ms, write_csv)
-from softattn.studies.stats import Summary, summarize
-from softattn.studies.study import Study, export, main, report
+from softattn_studies.stats import Summary, summarize
+from softattn_studies.study import Study, export, main, report

@@ -1,4 +1,4 @@
-"""``python -m softattn.studies {summary,regenerate} [--experiments DIR]``.
+"""``python -m softattn_studies {summary,regenerate} [--experiments DIR]``.
 
 ``summary``: the verdict counts of every study with a committed
 ``runs.csv``, written between the summary markers at the top of
@@ -15,7 +15,7 @@ import os
 import sys
 
 from softattn import configlib
-from softattn.studies import claims, render, runs, study as study_lib
+from softattn_studies import claims, render, runs, study as study_lib
 
 
 def _studies(experiments: str):

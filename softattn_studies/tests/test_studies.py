@@ -1,11 +1,11 @@
-"""The verdict rule (softattn.studies.claims) on synthetic run records.
+"""The verdict rule (softattn_studies.claims) on synthetic run records.
 
 Edge cases of the stated rule: fewer than 3 pairs is inconclusive,
 below-budget is "not testable here" with the reason, equivalence by TOST
 inside / outside the margin, a diverged run (kind nonfinite) left out and
 named, one-sided tests where the direction matters; runs.csv round trip;
 plots refuse unlabelled axes; the checkpoint loop every study's probe
-runs (``probed``); nothing outside ``softattn/studies`` imports it.
+runs (``probed``); nothing outside ``softattn_studies`` imports it.
 """
 
 import ast
@@ -15,9 +15,9 @@ import os
 import numpy as np
 import pytest
 
-from softattn import studies
+import softattn_studies as studies
 from softattn.runstate import FailureKind, State
-from softattn.studies import claims as C, plots, stats
+from softattn_studies import claims as C, plots, stats
 
 
 def run(part, seed, acc, state=State.DONE, kind=None, step=100, epochs=1.0,
@@ -313,60 +313,53 @@ def test_summary_block_is_replaced_in_place():
 # ----------------------------------------------------------------------------
 # The studies sit on top: infrastructure never imports them.
 
-SOFTATTN = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "softattn")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+SOFTATTN = os.path.join(REPO, "softattn")
 
 
-def studies_imports(source: str, module: str) -> list[int]:
-  """Lines of ``source`` (the module ``module``, e.g. ``softattn.aot.table``)
-  that import ``softattn.studies``: ``import softattn.studies[.x]``, ``from
-  softattn.studies[.x] import ...``, ``from softattn import studies`` and
-  their relative forms."""
-  package = module.rsplit(".", 1)[0]
+def studies_imports(source: str) -> list[int]:
+  """Lines of ``source`` that import ``softattn_studies``: ``import
+  softattn_studies[.x]`` or ``from softattn_studies[.x] import ...``."""
   lines = []
   for node in ast.walk(ast.parse(source)):
     if isinstance(node, ast.Import):
       names = [a.name for a in node.names]
-    elif isinstance(node, ast.ImportFrom):
-      base = node.module or ""
-      if node.level:   # relative: resolve against the module's package
-        parent = package.split(".")[:len(package.split(".")) - node.level + 1]
-        base = ".".join(parent + ([base] if base else []))
-      names = [base] + [f"{base}.{a.name}" for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and not node.level:
+      names = [node.module or ""]
     else:
       continue
-    if any(n == "softattn.studies" or n.startswith("softattn.studies.")
+    if any(n == "softattn_studies" or n.startswith("softattn_studies.")
            for n in names):
       lines.append(node.lineno)
   return lines
 
 
 def test_import_check_sees_every_form():
-  for source in ("from softattn import studies", "import softattn.studies",
-                 "from softattn.studies.probes import probed",
-                 "import softattn.studies.runs as r",
-                 "from .. import studies", "from ..studies import render"):
-    assert studies_imports(source, "softattn.aot.table") == [1], source
-  for source in ("from softattn import sweep", "import softattn.studiesx",
+  for source in ("import softattn_studies as studies",
+                 "import softattn_studies",
+                 "from softattn_studies.probes import probed",
+                 "import softattn_studies.runs as r",
+                 "from softattn_studies import render"):
+    assert studies_imports(source) == [1], source
+  for source in ("from softattn import sweep", "import softattn_studiesx",
                  "from softattn.data import datasets", "from . import studies"):
-    assert studies_imports(source, "softattn.aot.table") == [], source
+    assert studies_imports(source) == [], source
 
 
 def test_nothing_outside_the_studies_imports_them():
-  """``softattn.studies`` reads the infrastructure (models, data, sweep);
+  """``softattn_studies`` reads the infrastructure (models, data, sweep);
   never the reverse, so infrastructure does not change with a study."""
   offenders = []
   for root, _, files in os.walk(SOFTATTN):
     for name in files:
       path = os.path.join(root, name)
-      rel = os.path.relpath(path, os.path.dirname(SOFTATTN))
-      if not name.endswith(".py") or rel.startswith(
-          os.path.join("softattn", "studies") + os.sep):
+      if not name.endswith(".py"):
         continue
-      module = rel[:-3].replace(os.sep, ".")
       with open(path, encoding="utf-8") as f:
-        offenders += [f"{rel}:{n}" for n in studies_imports(f.read(), module)]
-  assert not offenders, (f"{', '.join(offenders)} import softattn.studies; "
+        offenders += [f"{os.path.relpath(path, REPO)}:{n}"
+                      for n in studies_imports(f.read())]
+  assert not offenders, (f"{', '.join(offenders)} import softattn_studies; "
                          "move what they need to the module that owns it")
 
 
@@ -427,7 +420,7 @@ def test_pooled_settings_are_averaged_to_one_value_per_seed():
 
 
 def test_a_pooled_table_cell_can_average_within_each_seed_first():
-  from softattn.studies import render  # pylint: disable=g-import-not-at-top
+  from softattn_studies import render  # pylint: disable=g-import-not-at-top
   # 3 seeds x 3 depths; seed 2's depth 4 has not finished.
   accs = {0: (0.60, 0.62, 0.64), 1: (0.70, 0.72, 0.74), 2: (0.80, 0.82, None)}
   runs = [run("a", s, x, depth=d, **({} if x is not None else

@@ -5,7 +5,7 @@
 CPU on claims more seeds or a longer budget can settle), what each run
 record keeps (``fields``, ``values``, ``series``, checkpoint ``probe``),
 the claims, and what RESULTS.md shows: a hand-written ``template``
-(``softattn.studies.template``) with the ``tables`` (``render.Table``),
+(``softattn_studies.template``) with the ``tables`` (``render.Table``),
 ``plots`` (``plotspec.Plot``) and ``facts`` it names. Then
 
   python experiments/<study>/report.py --workdir=workdirs/<study>
@@ -25,10 +25,10 @@ import os
 from typing import Any, Callable, Mapping, Sequence
 
 from softattn import paths
-from softattn.studies import claims as claims_lib
-from softattn.studies import plotspec, render, runs as runs_lib
-from softattn.studies.claims import Claim, Verdict
-from softattn.studies.runs import Run
+from softattn_studies import claims as claims_lib
+from softattn_studies import plotspec, render, runs as runs_lib
+from softattn_studies.claims import Claim, Verdict
+from softattn_studies.runs import Run
 
 
 @dataclasses.dataclass
@@ -55,7 +55,7 @@ class Study:
   # Named selections the template's budget placeholders read (``@NAME``).
   selections: Mapping[str, Mapping[str, Any]] = \
       dataclasses.field(default_factory=dict)
-  # A fact: see ``{{fact:NAME}}`` in softattn.studies.template.
+  # A fact: see ``{{fact:NAME}}`` in softattn_studies.template.
   facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
