@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from softattn.pallas.aot import ENV
+from softattn.pallas.tpu.aot import ENV
 
 for _k, _v in ENV.items():  # before jax starts: compile for TPU on a CPU host
   os.environ.setdefault(_k, _v)
@@ -31,7 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 from softattn import topology  # noqa: E402
-from softattn.pallas import aot  # noqa: E402
+from softattn.pallas.tpu import aot  # noqa: E402
 
 LENGTHS = (16, 49, 64, 128, 196, 256, 576, 1024, 4096)
 

@@ -9,7 +9,7 @@ Times forward and forward+backward (grad of ``sum(out)`` w.r.t. q, k, v),
 bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
 
 * ``pallas``: ``dot_product_attention(..., implementation="pallas")``
-  (``softattn.pallas.gpu``) for relu_seqlen, sigmoid and softmax;
+  (``softattn.pallas.gpu.triton``) for relu_seqlen, sigmoid and softmax;
 * ``dense`` and ``chunked``: the XLA paths of the same call;
 * ``cudnn``: ``jax.nn.dot_product_attention(..., implementation="cudnn")``,
   softmax only (the reference the issue's target is stated against:
@@ -60,7 +60,7 @@ import jax.numpy as jnp
 from jax.experimental.pallas import triton as plgpu
 
 from softattn import dot_product_attention
-from softattn.pallas import gpu_tile
+from softattn.pallas.gpu.triton import tile as gpu_tile
 
 LENGTHS = (196, 576, 1024, 4096, 16384)
 NORMALIZERS = ("relu_seqlen", "sigmoid", "softmax")
@@ -201,7 +201,7 @@ def main(argv=None):
   ap.add_argument("--blocks", type=int, nargs=2, default=(None, None),
                   metavar=("BQ", "BK"),
                   help="pallas query/key blocks (powers of two >= 16) "
-                       "instead of softattn.pallas.gpu_tile.block_sizes")
+                       "instead of softattn.pallas.gpu.triton.tile.block_sizes")
   ap.add_argument("--impls", nargs="+", default=IMPLS + SOFTMAX_ONLY,
                   choices=IMPLS + SOFTMAX_ONLY)
   ap.add_argument("--launches", type=int, nargs="+", default=None,

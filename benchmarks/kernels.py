@@ -9,7 +9,7 @@ compiler runs; nothing executes on a TPU):
 1. VMEM per block configuration: ``softattn.pallas.footprint`` of the
    forward and backward kernels for each ``(bq, bk)`` candidate and head dim
    (bf16), which chips' block budgets it fits, and the pair the block rule
-   picks per chip (``softattn/pallas/blocks.py``).
+   picks per chip (``softattn/pallas/tpu/blocks.py``).
 2. Compiled cost of one forward+backward step (B=8, H=12, D=128, bf16,
    2x2 v5e mesh, per device) for ``pallas`` against the ``chunked`` and
    ``dense`` paths: XLA's FLOPs and bytes accessed (for ``pallas`` the
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from softattn.pallas.aot import ENV
+from softattn.pallas.tpu.aot import ENV
 
 for _k, _v in ENV.items():  # before jax starts: compile for TPU on a CPU host
   os.environ.setdefault(_k, _v)
@@ -37,7 +37,7 @@ import json  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from softattn import pallas  # noqa: E402
-from softattn.pallas import aot, blocks  # noqa: E402
+from softattn.pallas.tpu import aot, blocks  # noqa: E402
 
 MIB = 2**20
 

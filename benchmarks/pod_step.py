@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 
-from softattn.pallas.aot import ENV
+from softattn.pallas.tpu.aot import ENV
 
 for _k, _v in ENV.items():  # before jax starts: compile for TPU on a CPU host
   os.environ.setdefault(_k, _v)

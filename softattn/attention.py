@@ -29,7 +29,7 @@ Paths (``implementation=``):
   as passes of the pointwise kernel (``pallas/streams.py``) and
   ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score
   tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
-  ``softattn.pallas.gpu``, which also needs power-of-two head dims >= 16
+  ``softattn.pallas.gpu.triton.wrapper``, which also needs power-of-two head dims >= 16
   and no ``erf`` in the transform), forward and backward. Takes a key mask
   and ``is_causal`` (no bias, no per-query mask);
   ``chunk_size``/``query_chunk_size`` override its block sizes. On CPU it
@@ -280,7 +280,7 @@ def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None,
   (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims and
   forced blocks >= 16, no ``erf`` in the tile math)."""
   from softattn import pallas  # noqa: PLC0415
-  from softattn.pallas import gpu  # noqa: PLC0415
+  from softattn.pallas.gpu.triton import wrapper as gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"
           and pallas.unsupported_reason(norm, mask, bias, p) is None
           and gpu.unsupported_reason(norm, p, d, dv, blocks) is None)

@@ -23,7 +23,7 @@ from device files only (no library is loaded):
   lock taken. With a plugin (a GPU host) jax still picks the GPU.
 
 The AOT compiles for abstract TPU topologies (``softattn.topology``,
-``softattn.aot``, ``softattn.pallas.aot``) load libtpu's compiler whatever
+``softattn.aot``, ``softattn.pallas.tpu.aot``) load libtpu's compiler whatever
 ``JAX_PLATFORMS`` says (``jax.experimental.topologies``), so they run as
 before; ``TPU_HOST_BOUNDS=1,1,1`` also silences the "host bounds" line they
 printed, and changes nothing they compile: the topology is given explicitly

@@ -41,7 +41,7 @@ the exact sort-based or cumulative row function (``row_fn``).
   over key blocks from the last to the first carrying that sum, with the
   in-block remainder a reverse cumulative sum. One pass; autodiff through
   the reverse scan gives the gradient. The fused TPU kernels run the same
-  scan with a hand-written backward (``softattn.pallas.stick``).
+  scan with a hand-written backward (``softattn.pallas.tpu.stick``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Stream(NamedTuple):
   """``run(scan_keys, rows, dv, dtype, p) -> out [*rows, dv]``; ``passes``
   says how many passes over the keys, in words (docs and README);
   ``alpha``: the entmax alpha of a threshold stream (the fused path runs
-  those as pointwise kernel passes, ``softattn.pallas.streams``), None for
+  those as pointwise kernel passes, ``softattn.pallas.common.streams``), None for
   the others; ``fused``: how ``implementation='pallas'`` runs it, in
   words ("" when it does not)."""
   run: Callable

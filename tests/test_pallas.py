@@ -333,7 +333,7 @@ def test_shard_map_under_a_mesh_equals_unsharded():
 def test_block_rule_fits_each_chip():
   """The written rule: blocks fit half the VMEM limit, bk is a multiple of
   the MXU width, and blocks shrink to short sequences."""
-  for name in pallas.blocks.CHIPS:
+  for name in pallas.tpu.blocks.CHIPS:
     c = pallas.chip(name)
     for d in (64, 128, 256):
       bq, bk = pallas.block_sizes(4096, 4096, d, d, jnp.bfloat16, name)
@@ -350,10 +350,10 @@ def test_block_rule_fits_each_chip():
   assert pallas.block_sizes(4096, 197, 64, 64, jnp.float32, "v5e")[1] == 197
   # Two heads of 64 make a 128-lane block; 128-wide heads go one at a time;
   # widths no head count makes whole take the whole H*D dimension.
-  assert pallas.tile.heads_per_block(12, 64, 64) == 2
-  assert pallas.tile.heads_per_block(12, 128, 128) == 1
-  assert pallas.tile.heads_per_block(4, 32, 32) == 4
-  assert pallas.tile.heads_per_block(2, 8, 8) == 2
+  assert pallas.common.tile.heads_per_block(12, 64, 64) == 2
+  assert pallas.common.tile.heads_per_block(12, 128, 128) == 1
+  assert pallas.common.tile.heads_per_block(4, 32, 32) == 4
+  assert pallas.common.tile.heads_per_block(2, 8, 8) == 2
 
 
 @pytest.mark.parametrize("name", ["softmax", "stick_breaking"])
@@ -362,7 +362,7 @@ def test_heads_per_block_and_per_head_masks_equal_dense(monkeypatch, hp, name):
   """One head per block or two (the D=64 layout), a key mask that differs
   per head, ragged lengths: outputs and gradients equal the dense path
   (stick-breaking: its own kernels and per-block carries, ``stick.py``)."""
-  monkeypatch.setattr(pallas.tile, "heads_per_block", lambda h, d, dv: hp)
+  monkeypatch.setattr(pallas.common.tile, "heads_per_block", lambda h, d, dv: hp)
   q, k, v, _ = _inputs(24, 40)
   mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (B, H, 1, 40))
 

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 from softattn import normalizers
-from softattn.pallas.aot import ENV
+from softattn.pallas.tpu.aot import ENV
 from tests import libtpu_required
 
 B, H, L = 8, 12, 4096
@@ -47,13 +47,13 @@ EXTRA = {
             dict(length=196, d=64, dtype="float32"),
             dict(length=2000, d=64, causal=True, normalizer="sigmoid"),
             # sparsemax's threshold search: passes of the pointwise kernel
-            # (softattn/pallas/streams.py), 13 Mosaic kernels with the
+            # (softattn/pallas/common/streams.py), 13 Mosaic kernels with the
             # backward. Mosaic's compile time grows with the block, which
             # grows with L (~140 s at 4096): L=256 (~10 s) checks the
             # lowering of every pass, not the production block.
             dict(b=4, h=4, length=256, normalizer="sparsemax",
                  key_mask=True),
-            # Stick-breaking's own kernels (pallas/stick.py): reversed key
+            # Stick-breaking's own kernels (pallas/tpu/stick.py): reversed key
             # axis, triangular-matmul scans, per-block carries; ragged, hp=2.
             dict(length=2000, d=64, causal=True, normalizer="stick_breaking")],
     "v4": [dict(normalizer="nap", d=256, key_mask=True),        # moments, D=256
@@ -80,7 +80,7 @@ def _compile(chip, configs):
   libtpu_required.require_libtpu()
   env = {**os.environ, **ENV}
   proc = subprocess.run(
-      [sys.executable, "-m", "softattn.pallas.aot", "--chip", chip,
+      [sys.executable, "-m", "softattn.pallas.tpu.aot", "--chip", chip,
        "--configs", json.dumps(configs)],
       env=env, capture_output=True, text=True, timeout=600)
   lines = [json.loads(x) for x in proc.stdout.splitlines()
@@ -110,5 +110,5 @@ def test_pallas_compiles_for_tpu(chip):
     assert res["flops"] >= 2 * pairs * cfg["d"] * 9, (cfg, res)
     if "stick_breaking" in cfg.get("normalizer", ""):
       # ... plus its scans: 128-lane triangular matmuls in two bf16 pieces,
-      # one forward, two in each backward kernel (pallas/stick.py).
+      # one forward, two in each backward kernel (pallas/tpu/stick.py).
       assert res["flops"] >= 2 * pairs * (cfg["d"] * 9 + 128 * 2 * 5), res

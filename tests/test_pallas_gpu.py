@@ -1,6 +1,6 @@
 """The GPU (Triton) kernels: interpreter equals dense, and they lower.
 
-``implementation="pallas"`` is routed to ``softattn.pallas.gpu`` by making
+``implementation="pallas"`` is routed to ``softattn.pallas.gpu.triton`` by making
 the wrapper see a GPU (``target_platform``); off a GPU the kernels run in
 the Pallas interpreter, the same kernel bodies Triton compiles. Inputs,
 cases and tolerances are ``tests/test_pallas.py``'s (the TPU tests justify
@@ -32,7 +32,9 @@ import pytest
 from softattn import attention, dot_product_attention, pallas
 from softattn.modes import MODES
 from softattn import normalizers as N
-from softattn.pallas import gpu, gpu_forward, gpu_tile
+from softattn.pallas.gpu.triton import forward as gpu_forward
+from softattn.pallas.gpu.triton import tile as gpu_tile
+from softattn.pallas.gpu.triton import wrapper as gpu
 from tests import test_pallas as T
 
 
@@ -270,7 +272,7 @@ def test_erf_does_not_lower_to_triton():
   """The reason laplace stays on XLA, checked against the lowering itself
   (bypassing ``unsupported_reason``)."""
   norm = N.get("laplace")
-  cfg = pallas.tile.Config(
+  cfg = pallas.common.tile.Config(
       norm=norm, static_params=tuple(sorted(
           norm.resolve(None, head_dim=64).items())),
       param_names=(), scale=0.125, causal=False, lq=64, lk=64, bq=64, bk=64,
@@ -332,7 +334,7 @@ def test_forward_stages_fit_shared_memory():
   do not (four bf16 stages asked for 294,912 bytes there and did not
   launch); without a measured limit (no GPU here) the rule keeps 2."""
   def cfg(bq, bk, d=128):
-    return pallas.tile.Config(
+    return pallas.common.tile.Config(
         norm=N.get("softmax"), static_params=(), param_names=(), scale=1.0,
         causal=False, lq=4096, lk=4096, bq=bq, bk=bk, has_mask=False,
         chip="gpu", interpret=False, d=d, dv=d)

@@ -1,4 +1,4 @@
-"""Stick-breaking on the fused TPU kernels (``softattn/pallas/stick.py``).
+"""Stick-breaking on the fused TPU kernels (``softattn/pallas/tpu/stick.py``).
 
 ``tests/test_pallas.py`` runs stick_breaking and ``prenorm(stick_breaking)``
 through the Pallas interpreter like every fused normalizer (key mask,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from softattn import dot_product_attention
-from softattn.pallas import stick
+from softattn.pallas.tpu import stick
 
 
 @pytest.mark.parametrize("reverse", [False, True])

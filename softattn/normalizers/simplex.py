@@ -117,5 +117,5 @@ stick_breaking = Normalizer(
     Order-dependent over the whole row: the chunked path scans key blocks
     from the last to the first carrying the sum of ``log(1 - beta)``; the
     fused TPU kernels too, with per-block carries for the backward
-    (``softattn.pallas.stick``).
+    (``softattn.pallas.tpu.stick``).
     """)

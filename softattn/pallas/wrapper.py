@@ -5,14 +5,14 @@ checked arguments. Steps:
 
 1. ``[B, L, H, D]`` is read as ``[B, L, H*D]``: a reshape, no transpose, no
    padding (the kernels take ``hp`` heads per block and mask ragged tails by
-   position: ``tile.py``).
+   position: ``common/tile.py``).
 2. The per-row count ``n`` (valid keys per query, from the key mask and the
    causal prefix; no gradient) and any parameter given as an array
    (per head or per batch: it must not vary over keys) become row columns,
    ``[B, H, Lq, R]`` f32.
 3. ``_core`` (a ``custom_vjp``): the moments kernel when the normalizer
    ``needs`` them, the forward kernel; backward: dQ (twice for moments, see
-   ``backward.py``) and dK/dV kernels. It saves q, k, v as the kernels read
+   ``tpu/backward.py``) and dK/dV kernels. It saves q, k, v as the kernels read
    them (the caller's arrays, no copies, or their bfloat16 rounding:
    ``operand_dtype``), the output in the inputs' dtype (float32 for the ratio mode in
    low precision: ``_core_bwd`` says why) and the small row arrays.
@@ -35,7 +35,8 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from softattn.modes import MODES
-from softattn.pallas import backward, blocks, forward, stick, streams, tile
+from softattn.pallas.common import streams, tile
+from softattn.pallas.tpu import backward, blocks, forward, stick
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
@@ -248,8 +249,8 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   kernels read the inputs' own dtypes even where ``operand_dtype`` would
   round float32 (the threshold streams' row sums need float32).
   """
-  if target_platform() == "gpu":  # the Triton kernels (softattn.pallas.gpu)
-    from softattn.pallas import gpu  # noqa: PLC0415
+  if target_platform() == "gpu":  # the Triton kernels (pallas.gpu.triton)
+    from softattn.pallas.gpu.triton import wrapper as gpu  # noqa: PLC0415
     return gpu.gpu_attention(query, key, value, norm, p, mask, scale, causal,
                              chunk_size, query_chunk_size, interpret)
   if norm.mode not in MODES and not stick.applies(norm):

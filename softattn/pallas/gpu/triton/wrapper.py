@@ -2,13 +2,14 @@
 
 ``dot_product_attention(..., implementation="pallas")`` lands here when the
 computation is built for a GPU (``wrapper.target_platform``). The steps are
-the TPU wrapper's (``wrapper.py``): per-row counts and array parameters as
-row columns (``wrapper._counts``/``_split_params``), a ``custom_vjp`` whose
-forward runs the moments kernel (when the normalizer ``needs`` them) and the
-attention kernel, and whose backward runs dQ (twice for moments) and dK/dV;
-``shard_map`` under a context mesh. What differs: the GPU kernels
-(``gpu_forward.py``, ``gpu_backward.py``) read ``[B, L, H, D]`` as it is,
-one head per program, and their blocks follow ``gpu_tile.block_sizes``.
+the TPU wrapper's (``softattn/pallas/wrapper.py``): per-row counts and array
+parameters as row columns (``wrapper._counts``/``_split_params``), a
+``custom_vjp`` whose forward runs the moments kernel (when the normalizer
+``needs`` them) and the attention kernel, and whose backward runs dQ (twice
+for moments) and dK/dV; ``shard_map`` under a context mesh. What differs:
+the GPU kernels (``forward.py``, ``backward.py`` here) read ``[B, L, H, D]``
+as it is, one head per program, and their blocks follow
+``gpu_tile.block_sizes``.
 
 Supported (``unsupported_reason``): what the TPU kernels take, head dims that
 are powers of two and at least 16 (Triton tiles; 64/128/256 are), block
@@ -28,7 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from softattn.pallas import gpu_backward, gpu_forward, gpu_tile, tile, wrapper
+from softattn.pallas import wrapper
+from softattn.pallas.common import tile
+from softattn.pallas.gpu.triton import backward as gpu_backward
+from softattn.pallas.gpu.triton import forward as gpu_forward
+from softattn.pallas.gpu.triton import tile as gpu_tile
 
 ALTERNATIVES = "implementation='chunked' or 'dense' (or 'auto')"
 

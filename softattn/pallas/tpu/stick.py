@@ -60,7 +60,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from softattn.pallas import backward, blocks, forward, tile
+from softattn.pallas.common import tile
+from softattn.pallas.tpu import backward, blocks, forward
 from softattn.streams import STICK_BREAKING
 
 CHUNK = 128  # lanes per triangular matmul (one MXU tile width)

@@ -27,8 +27,9 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from softattn.modes import MODES
-from softattn.pallas import blocks, tile
-from softattn.pallas.forward import run
+from softattn.pallas.common import tile
+from softattn.pallas.tpu import blocks
+from softattn.pallas.tpu.forward import run
 
 
 def _mode_grad(cfg, brows, t, valid, dp):

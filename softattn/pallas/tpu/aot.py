@@ -1,7 +1,7 @@
 """Compile the fused attention for a TPU topology on a CPU host (AOT).
 
     ALLOW_MULTIPLE_LIBTPU_LOAD=1 JAX_PLATFORMS=cpu TPU_WORKER_HOSTNAMES=localhost \\
-      python -m softattn.pallas.aot --chip v5e --normalizer softmax --causal
+      python -m softattn.pallas.tpu.aot --chip v5e --normalizer softmax --causal
 
 prints one JSON line per configuration: whether Mosaic compiled the forward
 and backward kernels (layout or VMEM errors come back as ``error``), and XLA's

@@ -3,7 +3,7 @@
 Both run over the grid ``(B, H/hp, q blocks, k blocks)``; the last axis
 streams key blocks (``arbitrary``: a reduction) while the state lives in
 VMEM scratch, one slot per head of the block. Arrays are the caller's
-``[B, L, H*D]``, unpadded (``tile.py`` says how blocks and ragged tails
+``[B, L, H*D]``, unpadded (``common/tile.py`` says how blocks and ragged tails
 work).
 """
 
@@ -17,7 +17,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from softattn import modes
-from softattn.pallas import blocks, tile
+from softattn.pallas.common import tile
+from softattn.pallas.tpu import blocks
 
 
 def run(cfg: tile.Config, build, *args):

@@ -1,12 +1,12 @@
 """GPU (Triton) backward kernels: dQ with the per-row cotangents (one program
 per query block, keys streamed) and dK/dV (one program per key block,
 queries streamed), FlashAttention-2's backward (Dao 2023, Alg. 2) generic
-over the mode, as ``backward.py`` is on TPU.
+over the mode, as ``tpu/backward.py`` is on TPU.
 
 The tile math is ``gpu_tile.tile_grads`` (the mode's ``grad`` and the VJP of
 the declaration's transform). For ``needs == "moments"`` the wrapper runs
 the dQ kernel first for the row cotangents alone (``with_dq=False``), then
-with them, as on TPU (``backward.py`` says why).
+with them, as on TPU (``tpu/backward.py`` says why).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from softattn.pallas import gpu_tile
+from softattn.pallas.gpu.triton import tile as gpu_tile
 # The TPU kernels' argument order and row-cotangent width, shared.
-from softattn.pallas.backward import _n_diff, _unpack
-from softattn.pallas.gpu_forward import mask_spec, row_spec, run, seq_spec
+from softattn.pallas.tpu.backward import _n_diff, _unpack
+from softattn.pallas.gpu.triton.forward import (
+    mask_spec, row_spec, run, seq_spec)
 
 
 def _query_side(cfg, ins, qi):

@@ -16,8 +16,9 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from softattn import modes
-from softattn.pallas import gpu_tile, tile
-from softattn.pallas.forward import out_dtype
+from softattn.pallas.common import tile
+from softattn.pallas.gpu.triton import tile as gpu_tile
+from softattn.pallas.tpu.forward import out_dtype
 
 
 def run(cfg: tile.Config, build, *args):

@@ -28,7 +28,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from softattn.modes import MODES
-from softattn.pallas import tile
+from softattn.pallas.common import tile
 
 # The block rule (``block_sizes``). Triton tiles are powers of two and its
 # ``tl.dot`` wants every dimension >= 16 -- the head dims too: on an H200,
@@ -188,7 +188,7 @@ def q_first(cfg: tile.Config, kj):
 def tile_grads(cfg: tile.Config, qi, kj, q, k, v, do, mrow, rv, brows, drows):
   """``(w, ds, row_cotangents)`` on one tile: the mode's ``grad`` gives the
   weights and ``dt``, ``jax.vjp`` of the declaration's transform gives
-  ``ds`` and the row columns' cotangents (as ``backward.py`` on TPU, on
+  ``ds`` and the row columns' cotangents (as ``tpu/backward.py`` on TPU, on
   loaded values instead of refs). ``brows``: ``(res_a, res_b, di)``;
   ``drows``: ``(dmean, dvar)`` of moments normalizers, or None."""
   s, valid = tile.scores(cfg, qi, kj, q, k, mrow)
