@@ -30,7 +30,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
-from softattn import topology  # noqa: E402
+from softattn import topology, xla_cost  # noqa: E402
 from softattn.pallas.tpu import aot  # noqa: E402
 
 LENGTHS = (16, 49, 64, 128, 196, 256, 576, 1024, 4096)
@@ -48,8 +48,7 @@ def bound(chip: str, length: int, dtype: str, impl: str, b=16, h=12, d=64):
   with jax.set_mesh(mesh):
     opts = {c.vmem_staging_flag: False} if c.vmem_staging_flag else {}
     compiled = fn.lower(x, x, x, mask, {}).compile(opts)
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  cost = xla_cost.cost_analysis(compiled)
   flops, nbytes = float(cost["flops"]), float(cost["bytes accessed"])
   return (max(flops / c.peak_bf16_flops, nbytes / c.hbm_bytes_per_s), flops,
           nbytes)

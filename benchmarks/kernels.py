@@ -36,7 +36,7 @@ import json  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
 
-from softattn import pallas  # noqa: E402
+from softattn import topology  # noqa: E402
 from softattn.pallas.tpu import aot, blocks  # noqa: E402
 
 MIB = 2**20
@@ -46,12 +46,12 @@ def vmem_table(head_dims=(64, 128, 256)):
   rows = []
   for d in head_dims:
     chosen = {c: blocks.block_sizes(1 << 14, 1 << 14, d, d, jnp.bfloat16, c)
-              for c in blocks.CHIPS}
+              for c in topology.CHIPS}
     for bq in blocks.Q_BLOCKS:
       for bk in blocks.K_BLOCKS:
         fwd = blocks.footprint("forward", bq, bk, d, d, 2)
         bwd = blocks.footprint("backward", bq, bk, d, d, 2)
-        fits = [c for c in blocks.CHIPS if max(fwd, bwd) <= pallas.chip(c).budget]
+        fits = [c for c in topology.CHIPS if max(fwd, bwd) <= blocks.budget(c)]
         rows.append(dict(d=d, bq=bq, bk=bk, forward_mib=fwd / MIB,
                          backward_mib=bwd / MIB, fits=fits,
                          chosen_by=[c for c, p in chosen.items()
@@ -103,7 +103,7 @@ def main():
   lengths = [4096] if args.quick else [1024, 4096]
   normalizers = (["softmax"] if args.quick
                  else ["softmax", "sigmoid", "normsoftmax", "sin2_max_shifted"])
-  for c in blocks.CHIPS:
+  for c in topology.CHIPS:
     print(blocks.describe(c))
   vmem = vmem_table()
   cost = cost_table(lengths, normalizers)

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from softattn.models import build_model
+from softattn.models.resnet import PreResNet
 
 
 def make_step(model, tx):
@@ -69,8 +69,7 @@ def prepare(heads, normalizer, args):
     impl = "dense" if normalizer == "softmax" else "linear"
     nl = dict(count=3, stage=2, heads=heads, normalizer=normalizer,
               implementation=impl)
-  model = build_model("preresnet", depth=args.depth, num_classes=10,
-                      nl_blocks=nl)
+  model = PreResNet(depth=args.depth, num_classes=10, nl_blocks=nl)
   rng = np.random.RandomState(0)
   x = jnp.asarray(rng.randn(args.batch, 32, 32, 3), jnp.float32)
   y = jnp.asarray(rng.randint(0, 10, args.batch), jnp.int32)

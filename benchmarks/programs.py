@@ -25,7 +25,7 @@ NORMALIZERS = ["softmax", "relu_seqlen", "sin2_max", "softpick", "normsoftmax",
 
 
 def programs(normalizers=NORMALIZERS):
-  from softattn import dot_product_attention  # noqa: PLC0415
+  from softattn import dot_product_attention, xla_cost  # noqa: PLC0415
   out = {}
   q = jax.ShapeDtypeStruct((2, 256, 4, 32), jnp.float32)
   for name in normalizers:
@@ -36,8 +36,7 @@ def programs(normalizers=NORMALIZERS):
       for what, fn in (("fwd", f), ("fwd+bwd", jax.grad(f, argnums=(0, 1, 2)))):
         c = jax.jit(fn).lower(q, q, q).compile()
         ops = collections.Counter(re.findall(r"= \S+ (\w[\w-]*)\(", c.as_text()))
-        cost = c.cost_analysis()
-        cost = cost[0] if isinstance(cost, list) else cost
+        cost = xla_cost.cost_analysis(c)
         out[f"{name}/{impl}/{what}"] = dict(
             flops=cost.get("flops"), bytes=cost.get("bytes accessed"),
             ops=sum(ops.values()), by_op=dict(ops))

@@ -13,20 +13,21 @@ Args: ``normalizer`` (``softmax``, ``normsoftmax(gamma=sqrt_d)``,
 ``normsoftmax(gamma=inf)``, ...), ``epochs`` (100), ``depth`` (8),
 ``wd`` (0.1; the paper's ablation uses 0), ``differential`` (differential
 attention, off), ``output_gate`` (``headwise`` or ``elementwise``; empty:
-none), ``runlocal``.
+none), ``registers`` (register tokens, 0; Darcet et al. use 4: the sequence
+grows from 1 + 64 to 1 + 64 + R tokens), ``runlocal``.
 Needs CIFAR-10 in TFDS (``data_dir``), which cannot be downloaded offline.
 """
 
 from ml_collections import config_dict
 
-from softattn import configlib
+from softattn import config_files, config_schema
 
 
 def get_config(arg=None):
-  a = configlib.parse_arg(arg, normalizer="softmax", epochs=100, depth=8,
+  a = config_files.parse_arg(arg, normalizer="softmax", epochs=100, depth=8,
                           wd=0.1, differential=False, output_gate="",
-                          runlocal=False)
-  c = configlib.default_config()
+                          registers=0, runlocal=False)
+  c = config_schema.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None  # from num_epochs: 500 steps/epoch
   c.batch_size = 100
@@ -50,6 +51,7 @@ def get_config(arg=None):
   c.model.normalizer = a.normalizer
   c.model.differential = a.differential
   c.model.output_gate = a.output_gate or None
+  c.model.num_registers = a.registers
 
   c.optimizer.name = "adamw"
   c.optimizer.weight_decay = a.wd
@@ -69,7 +71,7 @@ def get_config(arg=None):
   c.eval.batch_size = 500
 
   if a.runlocal:
-    configlib.shrink_for_runlocal(c, steps=2, batch=8)
+    config_files.shrink_for_runlocal(c, steps=2, batch=8)
     c.model.width = 16
     c.model.depth = 1
     c.model.mlp_dim = 32

@@ -19,7 +19,9 @@ Weight decay: big_vision's ``wd=1e-4`` is "decoupled": ``p -= sched(t) * 1e-4
 ``weight_decay = 1e-4 / base_lr = 0.1`` here gives the same update.
 
 Args: ``variant`` (S/32, S/16, S/8, Ti/16, B/16, ...), ``normalizer``,
-``epochs`` (30), ``qk_layernorm`` (True), ``batch`` (4096), ``remat``
+``epochs`` (30), ``qk_layernorm`` (True), ``registers`` (0; register
+tokens, Darcet et al. use 4: L = 196 + R at 224 px for /16), ``batch``
+(4096), ``remat``
 (False; per-block rematerialisation, for L/16 on small slices),
 ``dtype`` (float32: big_vision's recipe; bfloat16: activations and matmuls
 in bf16 while parameters, Adam's second moment and the loss stay float32,
@@ -40,14 +42,15 @@ way on TPU. The launch table (docs/scale.md) has both.
 
 from ml_collections import config_dict
 
-from softattn import configlib
+from softattn import config_files, config_schema
 
 
 def get_config(arg=None):
-  a = configlib.parse_arg(arg, variant="S/16", normalizer="relu_seqlen",
+  a = config_files.parse_arg(arg, variant="S/16", normalizer="relu_seqlen",
                           epochs=30, qk_layernorm=True, batch=4096,
-                          remat=False, dtype="float32", runlocal=False)
-  c = configlib.default_config()
+                          remat=False, dtype="float32", registers=0,
+                          runlocal=False)
+  c = config_schema.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None
   c.batch_size = a.batch
@@ -67,6 +70,10 @@ def get_config(arg=None):
   c.model.head_bias_init = -10.0
   c.model.normalizer = a.normalizer
   c.model.qk_layernorm = a.qk_layernorm
+  # Attention logits soft-cap c*tanh(s/c) on the scaled scores (None: off;
+  # Gemma 2 caps at 50): --config.model.logits_soft_cap=50.
+  c.model.logits_soft_cap = config_dict.placeholder(float)
+  c.model.num_registers = a.registers
   # remat: keep only each block's input for the backward (recomputing the
   # rest, ~1/3 more FLOPs). L/16 at 256 images per chip (v4-32) needs it to
   # fit in HBM: docs/scale.md. Unrolled, not scanned, so that XLA's cost
@@ -102,7 +109,7 @@ def get_config(arg=None):
       shuffle_buffer=1, cache=False)
 
   if a.runlocal:
-    configlib.shrink_for_runlocal(c, steps=2, batch=4)
+    config_files.shrink_for_runlocal(c, steps=2, batch=4)
     c.data.name = "imagenet2012"
     c.data.train_split = "train"
     c.data.eval_split = "validation"

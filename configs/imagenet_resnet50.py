@@ -17,13 +17,13 @@ Args: ``loss``, ``gamma`` (``inf`` or a number), ``epochs``, ``depth`` (50,
 
 from ml_collections import config_dict
 
-from softattn import configlib
+from softattn import config_files, config_schema
 
 
 def get_config(arg=None):
-  a = configlib.parse_arg(arg, loss="normsoftmax_xent", gamma="inf", epochs=20,
+  a = config_files.parse_arg(arg, loss="normsoftmax_xent", gamma="inf", epochs=20,
                           depth=50, batch=8192, runlocal=False)
-  c = configlib.default_config()
+  c = config_schema.default_config()
   c.num_epochs = a.epochs
   c.total_steps = None
   c.batch_size = a.batch
@@ -63,7 +63,7 @@ def get_config(arg=None):
   c.diagnostics = False  # no attention in a ResNet
 
   if a.runlocal:
-    configlib.shrink_for_runlocal(c, steps=2, batch=4)
+    config_files.shrink_for_runlocal(c, steps=2, batch=4)
     c.model.depth = 18  # same code path, a fraction of the compile time
     c.data.pp_train = "resize(32)|flip_lr|value_range(-1, 1)"
     c.data.pp_eval = "resize(32)|value_range(-1, 1)"

@@ -19,13 +19,13 @@ Args (``configs/quickstart.py:<k>=<v>,...``):
 
 from ml_collections import config_dict
 
-from softattn import configlib
+from softattn import config_files, config_schema
 
 
 def get_config(arg=None):
-  a = configlib.parse_arg(arg, normalizer="softmax", steps=300, batch=128,
+  a = config_files.parse_arg(arg, normalizer="softmax", steps=300, batch=128,
                           width=64, depth=4, runlocal=False)
-  c = configlib.default_config()
+  c = config_schema.default_config()
   c.seed = 0
   c.total_steps = a.steps
   c.batch_size = a.batch
@@ -64,7 +64,7 @@ def get_config(arg=None):
   c.eval.batch_size = 1000
 
   if a.runlocal:
-    configlib.shrink_for_runlocal(c, steps=3, batch=8)
+    config_files.shrink_for_runlocal(c, steps=3, batch=8)
     c.model.width = 16
     c.model.depth = 1
     c.model.mlp_dim = 32

@@ -23,17 +23,18 @@ Paths (``implementation=``):
 * ``"linear"`` for normalizers linear in the scores (``scaled``,
   ``relu_seqlen(act='identity')``): ``coef(n) * scale * Q (K^T V)``, cost
   O(L d^2). Needs a mask that depends on the key only (no per-query mask, no
-  bias, not causal).
+  bias, not causal) and no ``logits_soft_cap``.
 * ``"pallas"``: fused kernels (``softattn.pallas``) for every normalizer
   whose mode is in ``softattn.modes``, and on TPU ``sparsemax``/``entmax15``
-  as passes of the pointwise kernel (``pallas/streams.py``) and
-  ``stick_breaking`` in kernels of its own (``pallas/stick.py``): score
+  as passes of the pointwise kernel (``pallas/common/streams.py``) and
+  ``stick_breaking`` in kernels of its own (``pallas/tpu/stick.py``): score
   tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
-  ``softattn.pallas.gpu.triton.wrapper``, which also needs power-of-two head dims >= 16
+  ``softattn.pallas.gpu.triton``, which also needs power-of-two head dims >= 16
   and no ``erf`` in the transform), forward and backward. Takes a key mask
   and ``is_causal`` (no bias, no per-query mask);
   ``chunk_size``/``query_chunk_size`` override its block sizes. On CPU it
-  runs the TPU kernels in the Pallas interpreter (slow; for tests).
+  runs the TPU kernels in the Pallas interpreter (slow; for tests). No
+  ``logits_soft_cap`` yet (``_pallas_reason``).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
   normalizer (one-pass modes only, no ``stream``) and mask and the scores are larger than
@@ -42,7 +43,8 @@ Paths (``implementation=``):
   else ``chunked`` when the
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
-  ``return_weights=True`` always uses ``dense``.
+  ``return_weights=True`` always uses ``dense``. With ``logits_soft_cap``
+  it picks ``chunked`` or ``dense`` by the same rule.
 
   Why the Pallas threshold: compiled for a v5e (B=16, H=12, D=64,
   forward+backward, softmax; the larger of FLOPs / peak and HBM bytes with
@@ -65,6 +67,7 @@ import jax
 import jax.numpy as jnp
 
 from softattn import normalizers as norms
+from softattn.modes import check_soft_cap, soft_cap
 from softattn.normalizers.core import Normalizer
 
 IMPLEMENTATIONS = ("auto", "dense", "chunked", "linear", "pallas")
@@ -130,8 +133,9 @@ def _scores(query, key, scale):
                     preferred_element_type=_compute_dtype(query))
 
 
-def _dense(query, key, value, norm, p, mask, bias, scale, causal):
-  s = _scores(query, key, scale)
+def _dense(query, key, value, norm, p, mask, bias, scale, causal,
+           logits_soft_cap=None):
+  s = soft_cap(_scores(query, key, scale), logits_soft_cap)
   if bias is not None:
     s = s + bias.astype(s.dtype)
   if causal:
@@ -158,8 +162,10 @@ def dot_product_attention(
     chunk_size: int | None = None,
     query_chunk_size: int | None = None,
     return_weights: bool = False,
+    logits_soft_cap: float | None = None,
 ):
-  """Attention ``o_i = sum_j w_ij v_j`` with ``w = normalizer(scale * q.k + bias)``.
+  """Attention ``o_i = sum_j w_ij v_j`` with ``w = normalizer(scale * q.k + bias)``
+  (``normalizer(cap(scale * q.k) + bias)`` with ``logits_soft_cap``).
 
   Args:
     query: ``[batch, q_len, heads, head_dim]``.
@@ -187,6 +193,16 @@ def dot_product_attention(
       ``chunk_size``).
     return_weights: also return the ``[batch, heads, q_len, k_len]`` weights
       (dense path only).
+    logits_soft_cap: ``c > 0`` bounds the scaled scores to ``(-c, c)``:
+      ``s = c * tanh(scale * q.k / c)`` (Gemma 2; ``softcap`` of
+      FlashAttention 2/3, ``attn_logits_soft_cap`` of splash attention).
+      Order: scale, cap, bias, mask. The bias is added after the cap,
+      uncapped (as FlashAttention adds ALiBi), and the normalizer sees
+      ``cap(scale * q.k) + bias`` whole, its row statistics (NormSoftmax's
+      mean and std) included; masked keys get weight 0 as without a cap. None (default): no cap, the program unchanged. Paths: dense and
+      chunked (autodiff differentiates the cap, forward and backward); not
+      linear (the weights are no longer linear in the scores) and, for now,
+      not pallas; ``auto`` picks chunked or dense.
 
   Returns:
     ``[batch, q_len, heads, v_dim]`` in ``value.dtype``, and the weights if
@@ -197,6 +213,7 @@ def dot_product_attention(
   if implementation not in IMPLEMENTATIONS:
     raise ValueError(f"unknown implementation {implementation!r}; valid: "
                      f"{', '.join(IMPLEMENTATIONS)}")
+  cap = check_soft_cap(logits_soft_cap)
   norm = norms.get(normalizer)
   b, lq, h, d = query.shape
   lk = key.shape[1]
@@ -214,13 +231,14 @@ def dot_product_attention(
                      "other paths never materialise the weights)")
   if impl == "auto":
     impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p,
-                 dv=value.shape[-1], blocks=(chunk_size, query_chunk_size))
+                 dv=value.shape[-1], blocks=(chunk_size, query_chunk_size),
+                 logits_soft_cap=cap)
   if impl == "linear":
-    _check_linear(norm, mask, bias, is_causal)
+    _check_linear(norm, mask, bias, is_causal, cap)
     out = _linear(query, key, value, norm, p, mask, scale)
   elif impl == "pallas":
     from softattn import pallas  # noqa: PLC0415
-    reason = pallas.unsupported_reason(norm, mask, bias, p)
+    reason = _pallas_reason(norm, mask, bias, p, cap)
     if reason:
       raise ValueError(reason)
     out = pallas.pallas_attention(query, key, value, norm, p, mask, scale,
@@ -234,9 +252,11 @@ def dot_product_attention(
     from softattn.chunked import chunked_attention  # noqa: PLC0415
     out = chunked_attention(query, key, value, norm, p, mask, bias, scale,
                             is_causal, chunk_size or DEFAULT_CHUNK,
-                            query_chunk_size or chunk_size or DEFAULT_CHUNK)
+                            query_chunk_size or chunk_size or DEFAULT_CHUNK,
+                            logits_soft_cap=cap)
   else:
-    out, w = _dense(query, key, value, norm, p, mask, bias, scale, is_causal)
+    out, w = _dense(query, key, value, norm, p, mask, bias, scale, is_causal,
+                    cap)
     if return_weights:
       return out, w
   return out
@@ -247,51 +267,69 @@ def _key_only(mask):
 
 
 def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
-          dv=None, blocks=(None, None)):
+          dv=None, blocks=(None, None), logits_soft_cap=None):
   """The path ``"auto"`` picks; ``blocks``: the caller's ``(chunk_size,
   query_chunk_size)``, which the fused kernels would take as their blocks."""
   b, h, lq, lk = shape
   if return_weights:
     return "dense"
   if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
-      and lq * lk > (lq + lk) * d):
+      and logits_soft_cap is None and lq * lk > (lq + lk) * d):
     return "linear"
   if lq * lk > AUTO_PALLAS_MIN_SCORES and (
-      _fused_on_tpu(norm, mask, bias, p)
-      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks)):
+      _fused_on_tpu(norm, mask, bias, p, logits_soft_cap)
+      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks, logits_soft_cap)):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
   return "dense"
 
 
-def _fused_on_tpu(norm, mask, bias, p=None):
+def _pallas_reason(norm, mask, bias, p=None, logits_soft_cap=None):
+  """Why the fused kernels cannot run this call, or None: what ``auto``
+  (``_fused_on_tpu``/``_fused_on_gpu``) and ``implementation='pallas'``
+  both ask."""
+  # The one place that keeps a soft-cap off the kernels (#46 item 3): drop
+  # this test when softattn.pallas takes logits_soft_cap.
+  if logits_soft_cap is not None:
+    return ("logits_soft_cap: the Pallas kernels do not take it yet; use "
+            "implementation='dense' or 'chunked' (or 'auto', which picks one)")
+  from softattn import pallas  # noqa: PLC0415
+  return pallas.unsupported_reason(norm, mask, bias, p)
+
+
+def _fused_on_tpu(norm, mask, bias, p=None, logits_soft_cap=None):
   # The streams (sparsemax, entmax15: several passes; stick_breaking: its
   # scans double the MXU work) fuse too, but their crossover against dense
   # was never measured: auto leaves them to dense/chunked.
   from softattn import pallas  # noqa: PLC0415
   return (pallas.target_chip()[1] and norm.stream is None
-          and pallas.unsupported_reason(norm, mask, bias, p) is None)
+          and _pallas_reason(norm, mask, bias, p, logits_soft_cap) is None)
 
 
 def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None,
-                  blocks=(None, None)):
+                  blocks=(None, None), logits_soft_cap=None):
   """On GPU: the TPU kernels' contract plus the Triton lowering's
-  (``softattn.pallas.gpu.unsupported_reason``: power-of-two head dims and
+  (``pallas.gpu.triton.wrapper.unsupported_reason``: power-of-two head dims and
   forced blocks >= 16, no ``erf`` in the tile math)."""
   from softattn import pallas  # noqa: PLC0415
   from softattn.pallas.gpu.triton import wrapper as gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"
-          and pallas.unsupported_reason(norm, mask, bias, p) is None
+          and _pallas_reason(norm, mask, bias, p, logits_soft_cap) is None
           and gpu.unsupported_reason(norm, p, d, dv, blocks) is None)
 
 
-def _check_linear(norm, mask, bias, is_causal):
+def _check_linear(norm, mask, bias, is_causal, logits_soft_cap=None):
   if not norm.is_linear:
     raise ValueError(
         f"normalizer {norm.name!r} is not linear in the scores; "
         f"implementation='linear' needs 'scaled' or "
         f"\"relu_seqlen(act='identity')\"")
+  if logits_soft_cap is not None:
+    raise ValueError(
+        "implementation='linear' cannot take logits_soft_cap: c*tanh(s/c) "
+        "makes the weights nonlinear in the scores; use 'dense' or 'chunked' "
+        "(or 'auto')")
   if bias is not None or is_causal or not _key_only(mask):
     raise ValueError(
         "implementation='linear' needs a key-only mask ([batch, heads|1, 1, "

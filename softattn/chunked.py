@@ -16,9 +16,12 @@ module's docstring for the contract. How it works:
 * Normalizers that read row statistics get them first: the count ``n`` from the
   mask alone; mean and variance either from the key moments (``mean_i =
   scale q_i . mean(K)``, ``var_i = scale^2 q_i^T Cov(K) q_i``, exact when the
-  mask depends only on the key and there is no bias or causal mask: the
-  NormSoftmax identity of the spec) or from a first streaming pass merged with
-  Chan's formula.
+  mask depends only on the key and there is no bias, causal mask or soft-cap:
+  the NormSoftmax identity of the spec) or from a first streaming pass merged
+  with Chan's formula.
+* A ``logits_soft_cap`` ``c`` caps each block's scaled scores,
+  ``c tanh(s / c)``, before the bias is added (the dense path's order); the
+  statistics pass and every stream read the capped scores.
 
 * ``rowwise`` normalizers that declare a ``stream`` (sparsemax, entmax15,
   stick_breaking; ``softattn.streams``) run it instead: several passes over
@@ -37,6 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from softattn import modes
+from softattn.modes import soft_cap
 from softattn.normalizers.core import RowStats, merge_stats, row_stats
 
 
@@ -87,8 +91,9 @@ def _key_moments(q, k, key_ok, scale, ct):
 
 
 def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
-                      chunk_size, query_chunk_size):
-  """See module docstring. Shapes as ``dot_product_attention``; mask/bias 4-D."""
+                      chunk_size, query_chunk_size, logits_soft_cap=None):
+  """See module docstring. Shapes as ``dot_product_attention``; mask/bias 4-D;
+  ``logits_soft_cap``: a checked float or None."""
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   ct = jnp.promote_types(query.dtype, jnp.float32)  # compute dtype
@@ -107,7 +112,7 @@ def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
 
   stats_all = None
   if (norm.needs == "moments" and bias is None and not causal
-      and (mask is None or mask.shape[2] == 1)):
+      and logits_soft_cap is None and (mask is None or mask.shape[2] == 1)):
     key_ok = key_in_range if mask is None else jnp.logical_and(
         key_in_range, _pad(mask, 3, lk_pad, False))
     stats_all = _key_moments(q.astype(ct), k.astype(ct), key_ok, scale, ct)
@@ -144,6 +149,7 @@ def chunked_attention(query, key, value, norm, p, mask, bias, scale, causal,
         return None, valid
       s = jnp.einsum("bhqd,bhkd->bhqk", q_blk, k_blk,
                      preferred_element_type=ct) * scale
+      s = soft_cap(s, logits_soft_cap)
       bias_k = bias_kc if bias_k is None else bias_k
       if bias_k is not None:
         s = s + bias_k.astype(ct)

@@ -29,6 +29,14 @@ RESUMABLE = ("name", "description", "total_steps", "num_epochs", "log_every",
              "mesh.*", "eval.batch_size", "fewshot.every", "init_from.*",
              "*.data_dir")
 
+# Fields added to the configs after runs already existed, each with the value
+# that reproduces the run as it was before the field existed. A workdir
+# written before the field was added has no such key; resuming it with the
+# field at this value continues the same run, so it is not a change (any
+# other value is). Add a field here when a config file starts writing it.
+ADDED_FIELDS = {"model.num_registers": 0, "model.logits_soft_cap": None,
+                "data.image_size": None}
+
 
 class ConfigChanged(ConfigError):
   """The config differs from the saved one in fields a resume may not change."""
@@ -50,6 +58,8 @@ def changed_fields(saved: dict, new: dict) -> list[str]:
   b = flatten(json.loads(json.dumps(new, default=str)))
   return sorted(k for k in a.keys() | b.keys()
                 if a.get(k) != b.get(k)
+                and not (k not in a and k in ADDED_FIELDS
+                         and b[k] == ADDED_FIELDS[k])
                 and not any(fnmatch.fnmatchcase(k, p) for p in RESUMABLE))
 
 

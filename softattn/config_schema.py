@@ -20,12 +20,13 @@ This module is the bottom of the import graph: it imports nothing of
 softattn. The modules that read a field register its valid values here
 (``register_names``, ``register_check``); ``softattn.configlib.resolve_config``
 (the one way to resolve a config) runs them with the mesh and dataset checks.
-Config files (``configs/*.py``) start from ``softattn.configlib.default_config()``
-and never import the trainer.
+Config files (``configs/*.py``) start from ``default_config()`` and never
+import the trainer.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Callable, NamedTuple, Sequence
 
 import ml_collections
@@ -127,6 +128,13 @@ def check_keys(config) -> ml_collections.ConfigDict:
   return given
 
 
+def did_you_mean(key: str, valid) -> str:
+  """`` (did you mean 'x'?)`` for the nearest of ``valid`` to ``key``, or
+  ``""``: the hint of a one-line error about an unknown name."""
+  close = difflib.get_close_matches(key, list(valid), n=1)
+  return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def one_line(e: BaseException) -> str:
   """The first line of an exception's message (or its type name); a
   ``KeyError``'s message without the quotes ``str`` adds."""
@@ -174,8 +182,9 @@ BOUNDS = (
           "a multiple of the devices on the mesh's data axis"),
     Bound("eval.batch_size", 1, "set --config.eval.batch_size, or leave it "
           "unset in the config file to use batch_size"),
-    Bound("total_steps", 1, "set --config.total_steps to the number of "
-          "training steps"),
+    Bound("total_steps", 0, "set --config.total_steps to the number of "
+          "training steps", "0: evaluate only, e.g. init_from's weights at "
+          "another resolution"),
     Bound("num_epochs", 0, "set --config.num_epochs to a positive number, or "
           "set total_steps instead", strict=True),
     Bound("log_every", 0, "set --config.log_every=50, say", "0: never"),

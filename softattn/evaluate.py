@@ -31,6 +31,9 @@ import numpy as np
 
 from softattn import paths
 
+# evaluate_all's keys of the sink diagnostics (metrics.jsonl / TensorBoard).
+SINK_PREFIX = "eval/sink/"
+
 
 def i1k_wnids() -> list[str]:
   """The 1000 ImageNet-1k WordNet ids in TFDS ``imagenet2012`` label order."""
@@ -89,12 +92,15 @@ def restrict_logits(logits: jax.Array, indices: np.ndarray) -> jax.Array:
 
 
 def evaluate_split(eval_fn: Callable, cfg, params, batch_stats, mesh,
-                   data_cfg=None) -> dict[str, float]:
+                   data_cfg=None, *, probe: Callable | None = None
+                   ) -> dict[str, float]:
   """Top-1 accuracy and mean loss over one pass of an eval split.
 
   ``eval_fn(params, batch_stats, batch)`` returns the batch's sums
   (``softattn.steps.eval_step``). Padding examples (``mask`` False) count for
-  nothing, so every example is counted exactly once.
+  nothing, so every example is counted exactly once. ``probe(batch)``, if
+  given, runs on the split's first batch (the same examples at every eval:
+  a fixed probe batch); its dict of scalars is added to the result.
   """
   from softattn import data as data_lib  # pylint: disable=g-import-not-at-top
   data_cfg = cfg.data if data_cfg is None else data_cfg
@@ -102,14 +108,36 @@ def evaluate_split(eval_fn: Callable, cfg, params, batch_stats, mesh,
   it = data_lib.make_eval_iter(
       data_cfg, data_cfg.eval_split,
       global_batch_size=cfg.eval.batch_size or cfg.batch_size, mesh=mesh)
+  probed, first = {}, True
   for batch in it:
+    if probe is not None and first:
+      probed = {k: float(v) for k, v in probe(batch).items()}
+    first = False
     out = jax.device_get(eval_fn(params, batch_stats, batch))
     for k, v in out.items():
       totals[k] = totals.get(k, 0.0) + float(v)
   count = max(totals.get("count", 0.0), 1.0)
   return {"accuracy": totals.get("correct", 0.0) / count,
           "loss": totals.get("loss_sum", 0.0) / count,
-          "num_examples": totals.get("count", 0.0)}
+          "num_examples": totals.get("count", 0.0), **probed}
+
+
+def sink_probe(sinks_fn: Callable | None, params, batch_stats
+               ) -> Callable | None:
+  """``evaluate_split``'s ``probe`` for the sink diagnostics:
+  ``{"sink/<layer>/h<j>/<stat>": value}`` of ``sinks_fn(params,
+  batch_stats, batch)`` (``softattn.steps.sinks_step``); None when there is
+  no ``sinks_fn`` or the model sows no sink diagnostics (checked by
+  tracing, nothing compiled)."""
+  if sinks_fn is None:
+    return None
+
+  def probe(batch):
+    if not jax.eval_shape(sinks_fn, params, batch_stats, batch):
+      return {}
+    out = jax.device_get(sinks_fn(params, batch_stats, batch))
+    return {f"sink/{k}": v for k, v in out.items()}
+  return probe
 
 
 def evaluate_all(cfg, steps, state: dict[str, Any], mesh, *,
@@ -118,10 +146,15 @@ def evaluate_all(cfg, steps, state: dict[str, Any], mesh, *,
 
   ``steps`` holds the jitted ``eval``, ``eval_i1k`` (or None) and
   ``features`` functions (``softattn.train.Steps``); ``fewshot`` says whether
-  the few-shot probe is due at this step (the loop's cadence).
+  the few-shot probe is due at this step (the loop's cadence). With
+  ``steps.sinks`` (``config.diagnostics``), the sink diagnostics of the
+  eval split's first examples too, under ``SINK_PREFIX`` (one scalar per
+  layer and head: ``softattn.nn.diagnostics.summarize_sinks``).
   """
   params, batch_stats = state["params"], state["batch_stats"]
-  res = evaluate_split(steps.eval, cfg, params, batch_stats, mesh)
+  res = evaluate_split(steps.eval, cfg, params, batch_stats, mesh,
+                       probe=sink_probe(getattr(steps, "sinks", None),
+                                        params, batch_stats))
   out = {f"eval/{k}": v for k, v in res.items()}
   if "ema_params" in state:
     ema = evaluate_split(steps.eval, cfg, state["ema_params"], batch_stats, mesh)

@@ -5,6 +5,8 @@
 * a softattn run's workdir (or its ``checkpoints`` directory): the Orbax
   checkpoint at ``init_from.step`` (default: the latest). Its ``params`` and
   ``batch_stats`` are taken; the optimizer state, step and EMA start fresh.
+  A ViT trained at another resolution has its learned position embedding
+  resampled to this run's patch grid (bilinear; ``configs/transfer.py``).
 * a big_vision ViT ``.npz`` (``softattn.models.big_vision_io``), for ViT
   models; the position embedding is resampled to the run's image size.
 
@@ -34,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from softattn import optim, paths
+from softattn import paths
 
 
 class InitFromError(ValueError):
@@ -42,7 +44,7 @@ class InitFromError(ValueError):
 
 
 def _flat(tree) -> dict[str, Any]:
-  return {optim.path_str(p): x
+  return {jax.tree_util.keystr(p, simple=True, separator="/"): x
           for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
@@ -99,7 +101,7 @@ def merge(fresh: Mapping, loaded: Mapping, skip: str = "",
   wrong, model_keys = [], set()
 
   def pick(path, leaf):
-    k = optim.path_str(path)
+    k = jax.tree_util.keystr(path, simple=True, separator="/")
     model_keys.add(k)
     if skipped_(k):
       report["skipped"].append(k)
@@ -154,6 +156,7 @@ def load_into(state: dict, cfg, model, image_size: int) -> tuple[dict, str]:
     loaded = {"params": params, "batch_stats": {}}
   else:
     loaded = read_orbax(path, spec.get("step"))
+  loaded, resampled = _fit_posemb(loaded, state["params"], model, image_size)
   params, report = merge(state["params"], loaded["params"], skip, "params")
   if not report["loaded"]:
     raise InitFromError(f"init_from: no parameter of {path!r} fits the model "
@@ -166,5 +169,38 @@ def load_into(state: dict, cfg, model, image_size: int) -> tuple[dict, str]:
   fresh = report["fresh"] + report["skipped"]
   summary = (f"init_from {path}: {len(report['loaded'])} weights loaded, "
              f"{len(fresh)} fresh ({', '.join(fresh[:6])}"
-             f"{' ...' if len(fresh) > 6 else ''})")
+             f"{' ...' if len(fresh) > 6 else ''}){resampled}")
   return out, summary
+
+
+def _fit_posemb(loaded: dict, fresh: Mapping, model, image_size: int
+                ) -> tuple[dict, str]:
+  """``loaded`` with a ViT's learned ``pos_embedding`` from a run at another
+  resolution resampled to the model's patch grid
+  (``softattn.models.vit.resample_posemb``: bilinear, the checkpoint's grid
+  taken to have the model's aspect ratio), and a note for the summary
+  (``""`` when nothing was resampled). A sin-cos embedding has no
+  parameter: the ViT computes it for whatever grid it sees."""
+  old = loaded["params"].get("pos_embedding")
+  new = fresh.get("pos_embedding")
+  if (type(model).__name__ != "ViT" or old is None or new is None
+      or np.shape(old) == np.shape(new) or np.shape(old)[-1] != new.shape[-1]):
+    return loaded, ""  # nothing to do, or a mismatch merge reports
+  from softattn.models import vit  # pylint: disable=g-import-not-at-top
+  prefix = int(model.pool == "tok" and model.posemb_with_cls)
+  ph = model._arch()["patch_size"][0]  # pylint: disable=protected-access
+  rows = new.shape[1] - prefix
+  gh = max(int(image_size) // ph, 1)
+  new_grid = (gh, rows // gh)
+  try:
+    old_grid = vit.infer_grid(np.shape(old)[1] - prefix, new_grid)
+  except ValueError as e:
+    raise InitFromError(f"init_from: the checkpoint's pos_embedding "
+                        f"{tuple(np.shape(old))} cannot be resampled to the "
+                        f"model's {tuple(new.shape)}: {e}") from None
+  pe = vit.resample_posemb(np.asarray(old), new_grid, old_grid,
+                           num_prefix=prefix)
+  params = {**loaded["params"], "pos_embedding": pe}
+  note = (f"; pos_embedding resampled {old_grid[0]}x{old_grid[1]} -> "
+          f"{new_grid[0]}x{new_grid[1]}")
+  return {**loaded, "params": params}, note

@@ -3,7 +3,8 @@ r"""Command line: ``python -m softattn.main --config=<file>.py[:<arg>] --workdir
 Any config field can be overridden, e.g.
 ``--config.total_steps=200 --config.model.normalizer='normsoftmax(gamma=inf)'``;
 the text is parsed into the field's type as ``ml_collections.config_flags``
-does (``softattn.configlib``, which says why not ``config_flags`` itself).
+does (``softattn.config_overrides``, which says why not ``config_flags``
+itself).
 The config is resolved once (``configlib.resolve_config``: one dataset
 lookup) and the resolved config is trained. Rerunning the same command
 resumes from the latest checkpoint in ``--workdir``.
@@ -42,7 +43,7 @@ from typing import Sequence
 from absl import app, flags, logging
 import ml_collections
 
-from softattn import configlib
+from softattn import config_overrides, configlib
 
 flags.DEFINE_string("config", None,
                     "Config file, BigVision style: configs/<name>.py[:<arg>]; "
@@ -80,7 +81,7 @@ def parse_command_line(argv: Sequence[str]) -> Command:
   Everything here is pure Python: no JAX backend is initialised and nothing
   is compiled. Raises ``UsageError`` (one line) for anything wrong.
   """
-  rest, overrides = configlib.split_overrides(argv)
+  rest, overrides = config_overrides.split_overrides(argv)
   flags.FLAGS.unparse_flags()  # a fresh parse, also when called again (tests)
   try:
     unparsed = flags.FLAGS(rest, known_only=False)
@@ -97,7 +98,7 @@ def parse_command_line(argv: Sequence[str]) -> Command:
     raise UsageError("--workdir is required (outputs and checkpoints go "
                      "there, e.g. --workdir=/tmp/run).")
   try:
-    config = configlib.load_with_overrides(spec, overrides)
+    config = config_overrides.load_with_overrides(spec, overrides)
   except ValueError as e:
     raise UsageError(str(e)) from None
   return Command(config, workdir)

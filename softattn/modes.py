@@ -13,9 +13,11 @@ path runs the same functions:
   and uses ``grad`` as its backward rule.
 
 A mode is data, ``Mode(m0, block, finish, grad, split_pv, streams,
-scalar_grad)``; the per-row state is ``(m, l, acc)``: a reference point ``m``
-(the running max of ``exp``/``softpick``, unused otherwise), a row sum ``l``
-and the output accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
+scalar_grad, how)`` (``streams``, ``how``: its words in the README's and
+docs/kernels.md's tables, which ``python -m softattn.normalizers`` renders);
+the per-row state is ``(m, l, acc)``: a reference point ``m`` (the running
+max of ``exp``/``softpick``, unused otherwise), a row sum ``l`` and the
+output accumulator ``acc`` (``[..., 1]``, ``[..., 1]``, ``[..., dv]``):
 
 * ``block(m, t, valid, fixed)`` -> ``(m_new, corr, e, l_add)``: one key
   block's unnormalised weights ``e``, the factor ``corr`` that moves what
@@ -61,6 +63,8 @@ A new mode is one ``Mode`` entry here; the paths need no edit.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Callable, NamedTuple
 
 import jax
@@ -77,6 +81,8 @@ class Mode(NamedTuple):
   split_pv: bool = False
   streams: str = ""   # how the path streams it, in words (README's table)
   scalar_grad: Callable | None = None
+  how: str = ""       # what the chunked and fused paths carry, in words
+                      # (docs/kernels.md's table of modes)
 
 
 def masked(valid, x, fill):
@@ -337,17 +343,54 @@ def _signed_exp_grad(t, valid, dp, lse, _, di):
 
 MODES = {
     "pointwise": Mode(NEG, _pointwise_block, _pointwise_finish,
-                      _pointwise_grad, streams="plain sums"),
+                      _pointwise_grad, streams="plain sums",
+                      how="plain sum of `phi(s) v`, no normalisation"),
     "ratio": Mode(NEG, _ratio_block, _ratio_finish, _ratio_grad,
-                  split_pv=True, streams="plain sums"),
+                  split_pv=True, streams="plain sums",
+                  how="plain sums of `g v` and `g`, one division at the end"),
     "exp": Mode(NEG, _exp_block, _exp_finish, _exp_grad,
-                streams="running max"),
+                streams="running max",
+                how="online softmax (running max and sum); the backward reads "
+                    "`L = m + log l`"),
     # The reference point starts at 0: softpick's is max(row max, 0).
     "softpick": Mode(0.0, _softpick_block, _softpick_finish, _softpick_grad,
-                     streams="running max ≥ 0"),
+                     streams="running max ≥ 0",
+                     how="running max >= 0 rescales numerator and "
+                         "`sum abs(e^t - 1)`"),
     "exp_sink": Mode(NEG, _exp_block, _sink_finish, _exp_grad,
                      streams="running max, sink added at the end",
-                     scalar_grad=_sink_grad),
+                     scalar_grad=_sink_grad,
+                     how="online softmax over the keys; `exp(sink - m)` joins "
+                         "the denominator at the end, so `L` includes it and "
+                         "the backward is `exp`'s; an array sink is a row "
+                         "column read at the end, and its gradient "
+                         "`-Σ_i exp(sink - L_i) (dO_i·O_i)` comes from the "
+                         "saved `L` and `di` "
+                         "(`Mode.scalar_grad`), with no extra kernel pass"),
     "signed_exp": Mode(NEG, _signed_exp_block, _exp_finish, _signed_exp_grad,
-                       streams="running max of |s|"),
+                       streams="running max of |s|",
+                       how="online softmax of `abs(s)`, numerator `sign(s) p`; "
+                           "`dt = p (dp - sign(s) di)`"),
 }
+
+
+# The logits soft-cap, applied to the scaled scores before any mode's
+# accumulation, on every path that runs this table.
+def check_soft_cap(cap) -> float | None:
+  """``logits_soft_cap`` as a float (None stays None); anything but a
+  positive finite number is a one-line ValueError."""
+  if cap is None:
+    return None
+  if (isinstance(cap, bool) or not isinstance(cap, numbers.Real)
+      or not 0.0 < float(cap) < math.inf):
+    raise ValueError(f"logits_soft_cap={cap!r} is invalid; set it to a "
+                     f"positive finite number (e.g. 50.0) or None for no cap")
+  return float(cap)
+
+
+def soft_cap(s, cap):
+  """``cap * tanh(s / cap)``: the scores bounded to ``(-cap, cap)``, about
+  ``s`` where ``|s| << cap``; ``cap=None``: ``s`` itself (the same array)."""
+  if cap is None:
+    return s
+  return cap * jnp.tanh(s / cap)

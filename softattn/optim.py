@@ -35,19 +35,6 @@ _SCHEDULE_KEYS = frozenset(config_schema.default_config().schedule.keys()) - {
     "name"}
 
 
-def path_str(path) -> str:
-  """``/``-joined keys of a ``jax.tree_util`` key path (``"Block_0/Dense_0/kernel"``)."""
-  parts = []
-  for k in path:
-    for attr in ("key", "name", "idx"):
-      if hasattr(k, attr):
-        parts.append(str(getattr(k, attr)))
-        break
-    else:
-      parts.append(str(k))
-  return "/".join(parts)
-
-
 def _get(cfg, key, default=None):
   return cfg.get(key, default) if cfg is not None else default
 
@@ -143,7 +130,7 @@ def param_labels(params, groups) -> Any:
   pats = [re.compile(g["pattern"]) for g in groups]
 
   def label(path, _):
-    s = path_str(path)
+    s = jax.tree_util.keystr(path, simple=True, separator="/")
     for i, p in enumerate(pats):
       if p.search(s):
         return f"group{i}"

@@ -28,13 +28,13 @@ DEFAULT_NORMALIZERS = ("softmax", "normsoftmax(gamma=inf)")
 
 
 def _load_config_module():
-  from softattn import configlib  # pylint: disable=g-import-not-at-top
+  from softattn import config_files  # pylint: disable=g-import-not-at-top
   path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "configs", "quickstart.py")
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} not found; run the quickstart from a "
                             "checkout of the repository (pip install -e .).")
-  return configlib.config_module(path)
+  return config_files.config_module(path)
 
 
 def ensure_fashion_mnist(data_dir: str | None) -> None:

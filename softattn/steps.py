@@ -29,7 +29,7 @@ from jax.sharding import Mesh
 import numpy as np
 import optax
 
-from softattn import config_schema, evaluate, losses, optim, sharding
+from softattn import config_schema, evaluate, losses, sharding
 from softattn.data import mix
 
 Batch = dict[str, jax.Array]
@@ -179,7 +179,7 @@ def _flatten_named(tree, prefix: str) -> dict[str, jax.Array]:
   """``{"prefix/a/b": mean of leaf}``; tuples from ``sow`` lose their index."""
   sums: dict[str, list] = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-    keys = optim.path_str(path).split("/")
+    keys = jax.tree_util.keystr(path, simple=True, separator="/").split("/")
     if len(keys) > 1 and keys[-1].isdigit():  # sow's tuple index
       keys = keys[:-1]
     sums.setdefault("/".join([prefix] + keys), []).append(jnp.mean(leaf))
@@ -195,7 +195,8 @@ def layer_norms(tree, prefix: str, depth: int = 2) -> dict[str, jax.Array]:
   """
   groups: dict[str, list] = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-    modules = optim.path_str(path).split("/")[:-1] or ["_"]
+    modules = jax.tree_util.keystr(
+        path, simple=True, separator="/").split("/")[:-1] or ["_"]
     groups.setdefault("/".join(modules[:depth]), []).append(leaf)
   return {f"{prefix}/{k}": optax.tree.norm(v) for k, v in groups.items()}
 
@@ -248,3 +249,22 @@ def features_step(s: Settings, params, batch_stats, images) -> jax.Array:
     raise ValueError(f"Model {type(s.model).__name__} does not sow "
                      "intermediates/pre_logits; the few-shot probe needs it.")
   return feats[0].astype(jnp.float32)
+
+
+def sinks_step(s: Settings, params, batch_stats, batch: Batch
+               ) -> dict[str, jax.Array]:
+  """Sink diagnostics per layer and head on a probe batch.
+
+  The model runs on the batch's first ``diagnostics.PROBE_EXAMPLES``
+  examples with the ``sinks`` collection mutable; returns
+  ``diagnostics.summarize_sinks`` of what its layers sow (top key share and
+  kind, its value norm, output effective rank, token norms), padding
+  examples (``mask`` False) weighted 0; ``{}`` for a model that sows none.
+  """
+  from softattn.nn import diagnostics  # pylint: disable=g-import-not-at-top
+  k = diagnostics.PROBE_EXAMPLES
+  _, new_vars = forward(s, params, batch_stats, batch["image"][:k],
+                        train=False, mutable=[diagnostics.SINKS])
+  weight = batch["mask"][:k] if "mask" in batch else None
+  return diagnostics.summarize_sinks(new_vars.get(diagnostics.SINKS, {}),
+                                     weight)

@@ -3,9 +3,11 @@
 ``abstract_devices("v5e-256")`` returns the 256 devices of a v5e pod without
 any TPU: ``jax.experimental.topologies.get_topology_desc`` builds them from
 libtpu (``pip install -e '.[tpu-aot]'``), and ``jax.jit(f).lower(...).compile()``
-then compiles the real TPU program for them (``softattn.aot``). ``chip(name)``
-gives the chip's published peak bf16 FLOP/s, HBM capacity and bandwidth for
-roofline estimates.
+then compiles the real TPU program for them (``softattn.aot``). ``CHIPS`` is
+the one table of TPU generations: ``chip(name)`` gives the chip's published
+peak bf16 FLOP/s, HBM capacity and bandwidth for roofline estimates, and its
+VMEM and MXU width for the fused kernels' block rule
+(``softattn.pallas.tpu.blocks``).
 
 Names, as Cloud TPU spells accelerator types:
 
@@ -50,31 +52,45 @@ class Chip:
   # of the fusions reading the same data). None: the chip has no VMEM
   # staging (v4: its programs carry no VMEM buffers) or no known switch.
   vmem_staging_flag: str | None = None
+  _: dataclasses.KW_ONLY
+  # VMEM per TensorCore and the MXU's width, as Pallas' own table has them
+  # (``pltpu.get_tpu_info_for_chip``; tests/test_topology.py checks they
+  # agree): what the fused kernels' block rule reads.
+  vmem_bytes: int
+  mxu_width: int
+  # ``jax.Device.device_kind`` of the chip's devices.
+  device_kinds: tuple[str, ...]
 
 
-_GiB = 2**30
+_MiB, _GiB = 2**20, 2**30
 CHIPS = {
     # cloud.google.com/tpu/docs/v4: 275 TFLOP/s bf16, 32 GiB HBM2, 1200 GB/s;
     # ICI: "all-reduce bandwidth per Pod 1.1 PB/s" over 4096 chips.
     "v4": Chip("v4", 275e12, 32 * _GiB, 1200e9, 2, "v4", "megacore", 3,
-               ici_bytes_per_s=1.1e15 / 4096),
+               ici_bytes_per_s=1.1e15 / 4096, vmem_bytes=16 * _MiB,
+               mxu_width=128, device_kinds=("TPU v4",)),
     # cloud.google.com/tpu/docs/v5e: 197 TFLOP/s bf16, "16 GB" HBM2 at
     # 819 GB/s, bidirectional ICI 400 GB/s per chip. The capacity is 16 GiB:
     # the TPU compiler allows 15.75 GiB of it (> 16e9 bytes), the rest is
     # reserved.
     "v5e": Chip("v5e", 197e12, 16 * _GiB, 819e9, 1, "v5e", "default", 2,
                 ici_bytes_per_s=200e9,
-                vmem_staging_flag="xla_vf_vmem_memory_space_assignment"),
+                vmem_staging_flag="xla_vf_vmem_memory_space_assignment",
+                vmem_bytes=128 * _MiB, mxu_width=128,
+                device_kinds=("TPU v5 lite", "TPU v5e")),
     # cloud.google.com/tpu/docs/v5p: 459 TFLOP/s bf16, 95 GiB HBM2e,
     # 2765 GB/s, bidirectional ICI 1200 GB/s per chip. Its programs stage
     # through VMEM, but no libtpu option found here turns that off.
     "v5p": Chip("v5p", 459e12, 95 * _GiB, 2765e9, 2, "v5", "megacore", 3,
-                ici_bytes_per_s=600e9),
+                ici_bytes_per_s=600e9, vmem_bytes=64 * _MiB, mxu_width=128,
+                device_kinds=("TPU v5", "TPU v5p")),
     # cloud.google.com/tpu/docs/v6e (Trillium): 918 TFLOP/s bf16, 32 GiB HBM,
     # 1638 GB/s, bidirectional ICI 800 GB/s per chip.
     "v6e": Chip("v6e", 918e12, 32 * _GiB, 1638e9, 1, "v6e", "default", 2,
                 ici_bytes_per_s=400e9,
-                vmem_staging_flag="xla_gf_vmem_memory_space_assignment"),
+                vmem_staging_flag="xla_gf_vmem_memory_space_assignment",
+                vmem_bytes=128 * _MiB, mxu_width=256,
+                device_kinds=("TPU v6 lite", "TPU v6e")),
 }
 _ALIASES = {"v5litepod": "v5e", "v5lite": "v5e", "v5": "v5p"}
 
@@ -182,10 +198,15 @@ def parse(name: str) -> Topology:
 
 
 def chip(name: str) -> Chip:
-  """The chip of a topology (``"v4-32"``) or a generation (``"v5e"``)."""
+  """The chip of a topology (``"v4-32"``), a generation (``"v5e"``) or a
+  ``jax.Device.device_kind`` (``"TPU v5 lite"``); one-line ValueError for
+  anything else."""
   key = _ALIASES.get(name.strip().lower(), name.strip().lower())
   if key in CHIPS:
     return CHIPS[key]
+  for c in CHIPS.values():
+    if name in c.device_kinds:
+      return c
   return parse(name).chip
 
 

@@ -18,7 +18,9 @@ One code path for a laptop CPU, a GPU and a TPU pod:
 * CLU writers: TensorBoard events and ``metrics.jsonl`` in ``workdir``,
   ``ReportProgress`` (steps/s, ETA), a parameter overview at the start, and at
   log steps the attention diagnostics the models sow (score std, entropy,
-  gradient saturation) plus per-layer gradient and parameter norms;
+  gradient saturation) plus per-layer gradient and parameter norms, and at
+  eval steps the sink diagnostics per layer and head (``eval/sink/...``, on
+  the eval split's first examples; both with ``config.diagnostics``);
 * every cadence (log, eval, checkpoint, few-shot) is one ``itstime``;
 * a non-finite loss or gradient stops the run with a ``NonFiniteError``
   naming the step and the offending statistics; no checkpoint is written after
@@ -49,7 +51,7 @@ from clu import parameter_overview, periodic_actions
 from softattn import (checkpointing, config_diff, configlib, evaluate,
                       init_from as init_from_lib, io_faults,
                       lease as lease_lib, metrics as metrics_lib, optim, paths,
-                      runstate, sharding, steps as steps_lib)
+                      runstate, sharding, steps as steps_lib, xla_cost)
 
 evaluate_split = evaluate.evaluate_split
 
@@ -83,13 +85,15 @@ class Steps:
   Each has ``.lower(...)`` for ahead-of-time compilation: ``train`` and
   ``diagnostics`` take ``(state, batch)``; ``eval``/``eval_i1k`` take
   ``(params, batch_stats, batch)``; ``features`` ``(params, batch_stats,
-  images)``.
+  images)``; ``sinks`` (None without ``config.diagnostics``) ``(params,
+  batch_stats, batch)``.
   """
   train: Callable
   diagnostics: Callable
   eval: Callable
   features: Callable
   eval_i1k: Callable | None = None
+  sinks: Callable | None = None  # (params, batch_stats, batch); eval steps
 
 
 def make_steps(cfg, model, tx, schedule, mesh, state_sharding) -> Steps:
@@ -118,7 +122,10 @@ def make_steps(cfg, model, tx, schedule, mesh, state_sharding) -> Steps:
       features=jax.jit(functools.partial(steps_lib.features_step, s),
                        in_shardings=(*weights_sh, batch_sh),
                        out_shardings=batch_sh),
-      eval_i1k=eval_i1k)
+      eval_i1k=eval_i1k,
+      sinks=jax.jit(functools.partial(steps_lib.sinks_step, s),
+                    in_shardings=(*weights_sh, batch_sh), out_shardings=repl)
+      if cfg.diagnostics else None)
 
 
 def init_state(cfg, model, tx, info, mesh, *, abstract: bool = False):
@@ -165,10 +172,7 @@ def _host(tree):
 
 def _flops(compiled) -> float | None:
   try:
-    cost = compiled.cost_analysis()
-    if isinstance(cost, (list, tuple)):
-      cost = cost[0] if cost else {}
-    f = cost.get("flops") if cost else None
+    f = xla_cost.cost_analysis(compiled).get("flops")
     return float(f) if f is not None else None
   except Exception:  # pylint: disable=broad-except
     return None
@@ -365,6 +369,9 @@ def _run(cfg, info, model, workdir, status, is_main, lease
         cfg, steps, state, mesh,
         fewshot=itstime(step, cfg.fewshot.get("every", 0), total))
     writer.write_scalars(step, out)
+    # Sink diagnostics (per layer and head) go to the logs only.
+    out = {k: v for k, v in out.items()
+           if not k.startswith(evaluate.SINK_PREFIX)}
     say(f"eval @ {step}: " + ", ".join(
         f"{k[5:]}={v:.4f}" for k, v in out.items() if "num_examples" not in k))
     return {k.replace("/", "_"): float(v) for k, v in out.items()}
@@ -374,7 +381,8 @@ def _run(cfg, info, model, workdir, status, is_main, lease
     state, state_sharding, start = _start_state(cfg, model, tx, info, mesh,
                                                 ckpt, writer, say, status)
     steps = make_steps(cfg, model, tx, schedule, mesh, state_sharding)
-    grad_names = [optim.path_str(p) for p, _ in
+    grad_names = [jax.tree_util.keystr(p, simple=True, separator="/")
+                  for p, _ in
                   jax.tree_util.tree_flatten_with_path(state["params"])[0]]
     train_iter = data_lib.make_train_iter(
         cfg.data, global_batch_size=cfg.batch_size, seed=int(cfg.seed),
@@ -388,7 +396,9 @@ def _run(cfg, info, model, workdir, status, is_main, lease
 
     final: dict[str, Any] = {}
     if start >= total:
-      say(f"Already trained to step {start} >= total_steps {total}; evaluating.")
+      say("total_steps=0: evaluating only." if not total else
+          f"Already trained to step {start} >= total_steps {total}; "
+          "evaluating.")
       final.update(evaluate_now(state, start))
     pending = None  # (step, metrics) of the previous step, checked one step late
     train_exe = None

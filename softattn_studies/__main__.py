@@ -1,4 +1,5 @@
-"""``python -m softattn_studies {summary,regenerate} [--experiments DIR]``.
+"""``python -m softattn_studies {summary,regenerate,preregistration}
+[--experiments DIR]``.
 
 ``summary``: the verdict counts of every study with a committed
 ``runs.csv``, written between the summary markers at the top of
@@ -6,7 +7,9 @@
 checks (``Claim.kind``) listed apart. ``regenerate``: first every such
 study's RESULTS.md and plots from its ``runs.csv`` alone (what
 ``report.py --from-csv`` does for one study), then the summary: the one
-command behind every committed result."""
+command behind every committed result. ``preregistration``: which claims
+were declared before their data, from git history
+(``softattn_studies.preregistration``)."""
 
 from __future__ import annotations
 
@@ -14,19 +17,8 @@ import argparse
 import os
 import sys
 
-from softattn import configlib
-from softattn_studies import claims, render, runs, study as study_lib
-
-
-def _studies(experiments: str):
-  """(name, Study, path of its runs.csv or None) for each study folder."""
-  for name in sorted(os.listdir(experiments)):
-    rep = os.path.join(experiments, name, "report.py")
-    if not os.path.exists(rep):
-      continue
-    study = configlib.load_module(rep).STUDY
-    csv_path = os.path.join(experiments, name, study.csv_name)
-    yield name, study, csv_path if os.path.exists(csv_path) else None
+from softattn.sweep import records
+from softattn_studies import claims, render, study as study_lib
 
 
 def summary_rows(experiments: str, found=None, kind: str = claims.PAPER
@@ -34,7 +26,7 @@ def summary_rows(experiments: str, found=None, kind: str = claims.PAPER
   """(name, verdicts of its ``kind`` claims, or None) per study;
   ``found``: ``_studies``' output, when the caller has loaded the studies
   already."""
-  return _of_kind(_judged(found or _studies(experiments)), kind)
+  return _of_kind(_judged(found or study_lib.studies_in(experiments)), kind)
 
 
 def _of_kind(judged, kind: str) -> list:
@@ -44,14 +36,14 @@ def _of_kind(judged, kind: str) -> list:
 
 def _judged(found) -> list:
   """(name, Study, verdicts of every claim or None) per study."""
-  return [(name, study, claims.judge_all(study.claims, runs.read_csv(
+  return [(name, study, claims.judge_all(study.claims, records.read_csv(
       csv_path)) if csv_path else None) for name, study, csv_path in found]
 
 
 def summary_text(experiments: str, found=None) -> str:
   """The counts of the paper's claims per study, then the sanity checks
   (not the paper's: what its claims presuppose), one line each."""
-  judged = _judged(found or _studies(experiments))
+  judged = _judged(found or study_lib.studies_in(experiments))
   table = render.summary_table(_of_kind(judged, claims.PAPER))
   if all(v is None for _, _, v in judged):
     return table     # no study has data: the table says so
@@ -78,10 +70,24 @@ def write_summary(experiments: str, found=None) -> str:
 
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("command", choices=["summary", "regenerate"])
+  p.add_argument("command", choices=["summary", "regenerate",
+                                     "preregistration"])
   p.add_argument("--experiments", default="experiments")
+  p.add_argument("--write", action="store_true", help="preregistration: "
+                 "also write its section of DIR/README.md and the cache")
+  p.add_argument("--json", action="store_true", help="preregistration: "
+                 "every claim's record as JSON")
+  p.add_argument("--detail", action="store_true", help="preregistration: "
+                 "each post hoc claim's changes, field by field")
+  p.add_argument("--rebuild", action="store_true", help="preregistration: "
+                 "load every commit's declarations again (no cache)")
   a = p.parse_args(argv)
-  found = list(_studies(a.experiments))   # each report.py loaded once
+  if a.command == "preregistration":
+    from softattn_studies import preregistration  # pylint: disable=g-import-not-at-top
+    return preregistration.main(a.experiments, write=a.write,
+                                as_json=a.json, detail=a.detail,
+                                rebuild=a.rebuild)
+  found = list(study_lib.studies_in(a.experiments))   # each report.py loaded once
   if a.command == "regenerate":
     for name, study, csv_path in found:
       if csv_path:

@@ -11,8 +11,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from softattn.sweep.records import RunRecord
 from softattn_studies import stats
-from softattn_studies.runs import Run, select
+from softattn_studies.runs import select
 
 ALPHA = 0.05
 MIN_PAIRS = 3
@@ -95,14 +96,14 @@ class Metric:
   digits: int = 2
   per: str | None = None
 
-  def of(self, run: Run) -> float | None:
+  def of(self, run: RunRecord) -> float | None:
     v = run.value(self.column)
     if v is not None and self.per is not None:
       d = run.value(self.per)
       v = v / d if d else None
     return None if v is None else self.offset + self.scale * v
 
-  def finished(self, runs: Sequence[Run], where: Mapping[str, Any]
+  def finished(self, runs: Sequence[RunRecord], where: Mapping[str, Any]
                ) -> list[float]:
     """The metric of each finished run ``where`` selects that has it."""
     return [v for r in select(runs, where)
@@ -133,7 +134,7 @@ class Requirement:
   on: Mapping[str, Any] | None = None
   claim: str | None = None
 
-  def unmet(self, runs: Sequence[Run],
+  def unmet(self, runs: Sequence[RunRecord],
             verdicts: Mapping[str, "Verdict"] | None = None) -> str | None:
     """Why the runs cannot test the claim, or None."""
     if self.claim is not None:
@@ -332,7 +333,7 @@ class Verdict:
   budgets: tuple[int, ...] = ()   # the runs' total_steps the rule read
 
 
-def _key(run: Run, pair_by: Sequence[str]) -> tuple:
+def _key(run: RunRecord, pair_by: Sequence[str]) -> tuple:
   return tuple(run.seed if f == "seed" else repr(run.get(f))
                for f in pair_by)
 
@@ -343,20 +344,21 @@ def _some(names: Sequence[str], k: int) -> str:
                                  if len(names) > k else "")
 
 
-def _excluded(runs: Sequence[Run]) -> str:
+def _excluded(runs: Sequence[RunRecord]) -> str:
   out = [f"{r.part}/{r.name} " + (f"diverged at step {r.step}" if r.diverged
                                   else r.state.value)
          for r in runs if r.diverged or not r.done]
   return f" Left out: {_some(out, 4)}." if out else ""
 
 
-def _matched(claim: Claim, runs: Sequence[Run]
-             ) -> tuple[list[tuple[tuple, list[Run], list]], list[Run]]:
+def _matched(claim: Claim, runs: Sequence[RunRecord]
+             ) -> tuple[list[tuple[tuple, list[RunRecord], list]],
+                        list[RunRecord]]:
   """(pairing key, runs, metric values) of every complete key of
   ``claim``, and the runs left out of them (unfinished or diverged)."""
   sides = []
   for _, where in claim.groups():
-    by_key: dict[tuple, Run] = {}
+    by_key: dict[tuple, RunRecord] = {}
     for r in select(runs, where):
       k = _key(r, claim.pair_by)
       if k in by_key:
@@ -404,8 +406,8 @@ def per_seed(keys: Sequence[tuple], values: Sequence[float],
           max((len(v) for v in by_seed.values()), default=1))
 
 
-def pairs(claim: Claim, runs: Sequence[Run]) -> tuple[list[float],
-                                                      list[Run]]:
+def pairs(claim: Claim, runs: Sequence[RunRecord]
+          ) -> tuple[list[float], list[RunRecord]]:
   """The per-seed contrasts of ``claim`` (``per_seed``: pooled settings
   averaged within each seed) and the runs left out of them."""
   matched, left = _matched(claim, runs)
@@ -417,7 +419,7 @@ def _seed_contrasts(claim: Claim, matched) -> tuple[list[float], int]:
                   [_contrast(claim, v) for _, _, v in matched], claim.pair_by)
 
 
-def _involved(claim: Claim, runs: Sequence[Run]) -> list[Run]:
+def _involved(claim: Claim, runs: Sequence[RunRecord]) -> list[RunRecord]:
   """Every run a selection of ``claim`` (and of each covered setting)
   picks, once."""
   if claim.metric is None:
@@ -427,7 +429,7 @@ def _involved(claim: Claim, runs: Sequence[Run]) -> list[Run]:
                for r in select(runs, w)}.values())
 
 
-def _check_budget(claim: Claim, used: Sequence[Run]) -> tuple[int, ...]:
+def _check_budget(claim: Claim, used: Sequence[RunRecord]) -> tuple[int, ...]:
   """The budgets (``total_steps``) of the runs the rule read; refuses a
   length the claim did not declare."""
   got = tuple(sorted({int(r.total_steps) for r in used
@@ -443,7 +445,7 @@ def _check_budget(claim: Claim, used: Sequence[Run]) -> tuple[int, ...]:
   return got
 
 
-def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA,
+def judge(claim: Claim, runs: Sequence[RunRecord], alpha: float = ALPHA,
           verdicts: Mapping[str, Verdict] | None = None) -> Verdict:
   """The verdict ``RULE`` gives ``claim`` on ``runs`` (``verdicts``: those
   of the claims judged before it, for preconditions), at every setting it
@@ -477,7 +479,7 @@ def judge(claim: Claim, runs: Sequence[Run], alpha: float = ALPHA,
       f"{claim.covers[0][0]}; the other settings it covers: {shown}.")
 
 
-def _judge_setting(claim: Claim, runs: Sequence[Run], alpha: float,
+def _judge_setting(claim: Claim, runs: Sequence[RunRecord], alpha: float,
                    verdicts: Mapping[str, Verdict] | None) -> Verdict:
   """``judge`` at the claim's own selections (events: with every covered
   setting's runs pooled)."""
@@ -502,7 +504,7 @@ def _judge_setting(claim: Claim, runs: Sequence[Run], alpha: float,
 
 
 def _judge_diffs(claim: Claim, diffs: Sequence[float], pooled: int,
-                 left: Sequence[Run], alpha: float) -> Verdict:
+                 left: Sequence[RunRecord], alpha: float) -> Verdict:
   n = len(diffs)
   note = _excluded(left)
   if pooled > 1:
@@ -572,20 +574,21 @@ def _end(reason: str) -> str:
   return reason if reason.endswith(".") else reason + "."
 
 
-def _events(claim: Claim, runs: Sequence[Run]) -> str:
+def _events(claim: Claim, runs: Sequence[RunRecord]) -> str:
   """"k/n": runs of ``claim``'s selections with the event, of those
   finished or diverged."""
   seen = _ended(claim, _involved(claim, runs))
   return f"{sum(1 for _, v in seen if v)}/{len(seen)}"
 
 
-def _ended(claim: Claim, runs: Sequence[Run]) -> list[tuple[Run, float]]:
+def _ended(claim: Claim, runs: Sequence[RunRecord]
+           ) -> list[tuple[RunRecord, float]]:
   """(run, event value) of the runs that finished or diverged."""
   return [(r, v) for r in runs if r.done or r.diverged
           if (v := claim.metric.of(r)) is not None]
 
 
-def _short(claim: Claim, run: Run) -> str | None:
+def _short(claim: Claim, run: RunRecord) -> str | None:
   """Why ``run`` is shorter than a column requirement of the claim (e.g.
   the "early stages" epochs of a break-down), or None."""
   for req in filter(_censors, claim.min_budget):
@@ -601,7 +604,7 @@ def _censors(req: Requirement) -> bool:
   return req.claim is None and req.column is not None and req.on is None
 
 
-def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
+def _judge_event(claim: Claim, runs: Sequence[RunRecord]) -> Verdict:
   seen = _ended(claim, runs)
   # A short run that shows the event shows it within the budget; one that
   # does not could still show it later: censored, whichever the claim.
@@ -632,7 +635,7 @@ def _judge_event(claim: Claim, runs: Sequence[Run]) -> Verdict:
   return out(INCONCLUSIVE, ": mixed.")
 
 
-def judge_all(claims: Sequence[Claim], runs: Sequence[Run]
+def judge_all(claims: Sequence[Claim], runs: Sequence[RunRecord]
               ) -> dict[str, Verdict]:
   ids = [c.id for c in claims]
   dup = sorted({i for i in ids if ids.count(i) > 1})

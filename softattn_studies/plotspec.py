@@ -24,10 +24,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import plots, stats
 from softattn_studies.claims import Claim, Metric
-from softattn_studies.runs import Run, select
+from softattn_studies.runs import select
 
 MIN_BAND = 3   # seeds from which a mean gets its 95 % interval
 
@@ -325,7 +326,7 @@ def _legend_note(plot: Plot) -> str:
   return f"{plot.title}: " + "; ".join(notes)
 
 
-def draw(plot: Plot, path: str, runs: Sequence[Run],
+def draw(plot: Plot, path: str, runs: Sequence[RunRecord],
          claims: Sequence[Claim] = ()) -> str | None:
   """Draws ``plot`` into ``path``; None (and no file) when no panel has
   data."""

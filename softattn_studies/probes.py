@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from softattn import paths
-from softattn.models.abstract import (build_abstract, build_model,
-                                      input_shape, param_count)
+from softattn import configlib, paths
+from softattn.models.abstract import build_abstract, input_shape, param_count
 
 
 def restore_checkpoint(run_dir: str):
@@ -72,7 +71,7 @@ def batch_stats(state) -> dict:
 def attention_weights(config, state, images) -> dict[str, np.ndarray]:
   """``{layer path: [images, heads, queries, keys]}``: the weights every
   attention layer sows (``softattn.nn.attention.observe``) on ``images``."""
-  model = build_model(config)
+  model = configlib.build_model(config)
   _, sown = model.apply({"params": state["params"], **batch_stats(state)},
                         images, train=False, mutable=["attention_weights"])
   return {re.sub(r"/weights/0$", "", name): np.asarray(w)
@@ -130,7 +129,7 @@ def train_step_memory_mb(config, batch: int) -> float:
 def init_params(config):
   """The parameters the training loop starts ``config`` from (its own
   ``train.init_state``, same seed); needs the dataset prepared."""
-  from softattn import configlib, optim, sharding, train  # pylint: disable=g-import-not-at-top
+  from softattn import optim, sharding, train  # pylint: disable=g-import-not-at-top
   cfg, info = configlib.resolve_config(config)
   model = configlib.build_model(cfg)
   tx, _ = optim.make_optimizer(cfg, int(cfg.total_steps))
@@ -157,8 +156,7 @@ def moved_from_init(config, state, pattern: str) -> float | None:
 def _named(tree):
   import jax  # pylint: disable=g-import-not-at-top
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-    yield "/".join(str(getattr(p, "key", getattr(p, "idx", p)))
-                   for p in path), leaf
+    yield jax.tree_util.keystr(path, simple=True, separator="/"), leaf
 
 
 def dump_json(path: str, obj: Any) -> None:

@@ -1,6 +1,6 @@
-"""One renderer for every study's RESULTS.md (``from_template``: the
-study's hand-written template filled, see ``softattn_studies.template``),
-the table cells it declares as data, and the summary of all studies.
+"""What a study's RESULTS.md shows, rendered: the table cells it declares as
+data, claims tables, verdicts and estimates, and the summary of all studies.
+The hand-written template they fill is ``softattn_studies.template``'s.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from softattn import paths
+from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import stats
 from softattn_studies.claims import Claim, Metric, Verdict
-from softattn_studies.runs import Run, cost_summary, run_summary, select
+from softattn_studies.runs import select
 
 NOT_RUN = "not run yet"
 
@@ -44,7 +44,7 @@ def fmt_summary(s: stats.Summary, declared: int, digits: int = 2,
   return f"{m:{f}} ± {s.half * scale:{f}}{unit} (n={s.n}{missing})"
 
 
-def cell(runs: Sequence[Run], where: Mapping[str, Any], metric: Metric,
+def cell(runs: Sequence[RunRecord], where: Mapping[str, Any], metric: Metric,
          per_seed: bool = False, **kw) -> str:
   """The table cell of ``metric`` over the runs ``where`` selects.
   ``per_seed``: for a selection that pools settings (depths, sizes), each
@@ -75,7 +75,7 @@ class Cell:
   fmt: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   per_seed: bool = False
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     return cell(runs, self.where, self.metric, self.per_seed, **self.fmt)
 
 
@@ -91,7 +91,7 @@ class Events:
   at: str
   words: tuple[str, str] = ("step", "step")
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     rs = [r for r in select(runs, self.where) if r.done or r.diverged]
     if not rs:
       return NOT_RUN
@@ -113,7 +113,7 @@ class Ratio:
   b: Mapping[str, Any]
   show_a: bool = False
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     a, b = (stats.summarize(self.metric.finished(runs, w)).mean
             for w in (self.a, self.b))
     if a is None or b is None:
@@ -131,7 +131,7 @@ class Contrast:
   spread: bool = True
   empty: str = "-"
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     s = stats.summarize(claims_lib.pairs(self.claim, runs)[0])
     if s.mean is None:
       return self.empty
@@ -142,13 +142,13 @@ class Contrast:
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class ClaimEstimate:
   """The estimate and 95 % CI ("+1.23 [+0.5, +2.0]") the rule gives
   ``claim``: for a paired comparison the prose quotes that is not a
   declared claim (no verdict of its own)."""
   claim: Claim
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     return estimate(claims_lib.judge(self.claim, runs))
 
 
@@ -161,7 +161,7 @@ class Span:
   metric: Metric
   fmt: str = ".3g"
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     got = [v for w in self.wheres for v in self.metric.finished(runs, w)]
     if not got:
       return "?"
@@ -178,14 +178,14 @@ class Spread:
   metric: Metric
   digits: int = 1
 
-  def text(self, runs: Sequence[Run]) -> str:
+  def text(self, runs: Sequence[RunRecord]) -> str:
     halves = [stats.summarize(self.metric.finished(runs, w)).half
               for w in self.wheres]
     halves = [h for h in halves if h]
     return f"±{max(halves):.{self.digits}f}" if halves else "?"
 
 
-def as_text(x, runs: Sequence[Run]) -> str:
+def as_text(x, runs: Sequence[RunRecord]) -> str:
   """A table entry or fact as text: a cell (anything with ``text(runs)``:
   ``Cell``, ``Events``, ``Ratio``, ...), a function of the runs, or a fixed
   string."""
@@ -207,11 +207,11 @@ class Table:
         raise ValueError(f"table row {label!r} has {len(row)} cells for "
                          f"{len(self.columns) - 1} columns")
 
-  def _rows(self, runs: Sequence[Run]) -> list[list[str]]:
+  def _rows(self, runs: Sequence[RunRecord]) -> list[list[str]]:
     return [[label, *[as_text(x, runs) for x in row]]
             for label, row in self.rows]
 
-  def cells(self, runs: Sequence[Run]) -> dict[tuple[str, str], str]:
+  def cells(self, runs: Sequence[RunRecord]) -> dict[tuple[str, str], str]:
     """{(row label, column header): rendered cell}; a row label that
     repeats names no cell."""
     labels = [label for label, _ in self.rows]
@@ -219,11 +219,11 @@ class Table:
             if labels.count(row[0]) == 1
             for col, x in zip(self.columns[1:], row[1:])}
 
-  def markdown(self, runs: Sequence[Run]) -> str:
+  def markdown(self, runs: Sequence[RunRecord]) -> str:
     return md_table(self.columns, self._rows(runs))
 
 
-def epoch_range(runs: Sequence[Run]) -> str:
+def epoch_range(runs: Sequence[RunRecord]) -> str:
   """"0.11-0.43" (or "2.6"): the span of the runs' declared epochs."""
   eps = sorted({r.epochs for r in runs if r.epochs})
   if not eps:
@@ -232,7 +232,7 @@ def epoch_range(runs: Sequence[Run]) -> str:
       f"{eps[0]:.2g}-{eps[-1]:.2g}"
 
 
-def steps(runs: Sequence[Run], where: Mapping[str, Any] | None = None
+def steps(runs: Sequence[RunRecord], where: Mapping[str, Any] | None = None
           ) -> str:
   """"50/100/200": the declared steps of the runs ``where`` selects."""
   rs = runs if where is None else select(runs, where)
@@ -240,7 +240,7 @@ def steps(runs: Sequence[Run], where: Mapping[str, Any] | None = None
                                           if r.total_steps})) or "?"
 
 
-def seeds(runs: Sequence[Run]) -> str:
+def seeds(runs: Sequence[RunRecord]) -> str:
   """"3", or "2-3" when settings differ: seeds per setting (runs that
   differ only in the seed)."""
   per: dict[str, set] = {}
@@ -253,7 +253,7 @@ def seeds(runs: Sequence[Run]) -> str:
       f"{ns[0]}-{ns[-1]}"
 
 
-def design(runs: Sequence[Run], where: Mapping[str, Any],
+def design(runs: Sequence[RunRecord], where: Mapping[str, Any],
            length: str = "steps") -> str:
   """A part's declared budget, read from its runs: "300 steps (0.32 epoch)
   x 3 seeds" (``length="steps"``) or "10 epochs x 3 seeds" ("epochs")."""
@@ -305,53 +305,6 @@ def image(path: str | None, alt: str) -> str:
   if not path:
     return f"({alt}: plotted once runs have finished)"
   return f"![{alt}]({os.path.basename(path)})"
-
-
-def further_claims(claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
-                   shown: set) -> str:
-  """The claims table of every claim not ``shown`` yet ("" if none), so
-  that every declared claim appears exactly once."""
-  rest = [c for c in claims if c.id not in shown]
-  if not rest:
-    return ""
-  return "## Further claims\n\n" + claims_table(rest, verdicts, shown)
-
-
-def from_template(path: str, template_path: str, *, data: str,
-                  command: str, runs: Sequence[Run],
-                  claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
-                  tables: Mapping[str, Table], images: Mapping[str, str],
-                  facts: Mapping[str, str], check: bool = True,
-                  selections: Mapping[str, Mapping] | None = None) -> str:
-  """Writes RESULTS.md from a hand-written template (see
-  ``softattn_studies.template``), then the claims no table showed."""
-  # Here, not at the top: template imports this module.
-  from softattn_studies import template  # pylint: disable=g-import-not-at-top
-  text = paths.read_text(template_path)
-  if text is None:
-    raise FileNotFoundError(f"{template_path}: the study's template is "
-                            "missing; write it (see softattn_studies."
-                            "template)")
-  name = os.path.basename(template_path)
-  ctx = template.Context(
-      claims=claims, verdicts=verdicts, runs=runs,
-      selections=selections or {}, fixed={
-          "generated": f"Generated from the hand-written `{name}` and the "
-                       f"per-run data in `{data}`;\ndo not edit by hand (edit "
-                       f"the template). Regenerate from that file alone:"
-                       f"\n\n    {command}",
-          "summary": ", ".join(f"{n} {w}" for w, n in claims_lib.counts(
-              verdicts).items()) + f" ({len(claims)} claims)",
-          "runs": f"{run_summary(runs)}. Measured cost: "
-                  f"{cost_summary(runs)}.",
-          "rule": claims_lib.RULE},
-      tables={k: t.markdown(runs) for k, t in tables.items()},
-      cells={k: t.cells(runs) for k, t in tables.items()},
-      images=images, facts=facts, check=check)
-  body = template.fill(text, ctx, source=template_path).strip()
-  rest = further_claims(claims, verdicts, ctx.shown)
-  paths.write_atomic(path, body + ("\n\n" + rest if rest else "") + "\n")
-  return path
 
 
 SUMMARY_BEGIN = ("<!-- studies-summary: generated by `python -m "

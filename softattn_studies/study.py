@@ -3,7 +3,8 @@
 ``experiments/<study>/report.py`` declares one ``Study``: the sweep parts
 (workdir subfolder -> sweep args; ``focus`` for the runs that spend extra
 CPU on claims more seeds or a longer budget can settle), what each run
-record keeps (``fields``, ``values``, ``series``, checkpoint ``probe``),
+record (``softattn.sweep.records.RunRecord``) keeps (``fields``,
+``values``, ``series``, checkpoint ``probe``),
 the claims, and what RESULTS.md shows: a hand-written ``template``
 (``softattn_studies.template``) with the ``tables`` (``render.Table``),
 ``plots`` (``plotspec.Plot``) and ``facts`` it names. Then
@@ -24,11 +25,12 @@ import dataclasses
 import os
 from typing import Any, Callable, Mapping, Sequence
 
-from softattn import paths
+from softattn import config_files, paths
+from softattn.sweep import declaration, records
+from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
-from softattn_studies import plotspec, render, runs as runs_lib
+from softattn_studies import plotspec, render, runs as runs_lib, template
 from softattn_studies.claims import Claim, Verdict
-from softattn_studies.runs import Run
 
 
 @dataclasses.dataclass
@@ -43,10 +45,10 @@ class Study:
   focus: Mapping[str, str] = dataclasses.field(default_factory=dict)
   optional: Mapping[str, str] = dataclasses.field(default_factory=dict)
   fields: Sequence[str] = ()
-  values: Mapping[str, Callable[[Run], float | None]] = \
+  values: Mapping[str, Callable[[RunRecord], float | None]] = \
       dataclasses.field(default_factory=dict)
   series: Sequence[str] = ()
-  probe: Callable[[Sequence[Run], str], None] | None = None
+  probe: Callable[[Sequence[RunRecord], str], None] | None = None
   # The hand-written RESULTS.md template (default: RESULTS.md.tmpl beside
   # ``spec``), the tables, plots and facts it names.
   template: str = ""
@@ -81,28 +83,32 @@ def _with_scale(args: str, scale: str) -> str:
 def export(study: Study, workdir: str, csv_path: str, *, extra=(),
            scale: str = "reduced", probe: bool = True,
            cache_dir: str | None = None,
-           merge_csv: str | None = None) -> list[Run]:
+           merge_csv: str | None = None) -> list[RunRecord]:
   """Reads every declared run from ``workdir``, runs the study's checkpoint
   probe (``probe=False`` skips it) and writes ``csv_path``. ``merge_csv``:
   runs the workdir has not started are taken from that file
   (``runs.merge``), with the probe values it recorded."""
-  parts = {d: _with_scale(a, scale) for d, a in study.all_parts().items()}
-  runs = runs_lib.collect(parts, study.spec, workdir, extra=extra,
-                          fields=study.fields, values=study.values,
-                          series=study.series)
+  runs = []
+  for part, args in study.all_parts().items():
+    args = _with_scale(args, scale)
+    sweep = declaration.load(f"{study.spec}:{args}" if args else study.spec,
+                             extra=extra)
+    runs += records.collect(workdir, sweep.runs, part=part,
+                            fields=study.fields, values=study.values,
+                            series=study.series)
   if probe and study.probe is not None:
     study.probe(runs, cache_dir or os.path.dirname(csv_path) or ".")
   if merge_csv:
-    runs = runs_lib.merge(runs, runs_lib.read_csv(merge_csv))
-  runs_lib.write_csv(csv_path, runs)
+    runs = runs_lib.merge(runs, records.read_csv(merge_csv))
+  records.write_csv(csv_path, runs)
   return runs
 
 
-def verdicts(study: Study, runs: Sequence[Run]) -> dict[str, Verdict]:
+def verdicts(study: Study, runs: Sequence[RunRecord]) -> dict[str, Verdict]:
   return claims_lib.judge_all(study.claims, runs)
 
 
-def _fact(fact, runs: Sequence[Run], ver: Mapping[str, Verdict]) -> str:
+def _fact(fact, runs: Sequence[RunRecord], ver: Mapping[str, Verdict]) -> str:
   if callable(fact) and not hasattr(fact, "text"):
     return fact(runs, ver)
   return render.as_text(fact, runs)
@@ -112,7 +118,7 @@ def report(study: Study, csv_path: str, out: str, *,
            check: bool = True) -> list[str]:
   """RESULTS.md and the plots in ``out``, from ``csv_path`` alone
   (``check=False``: the template's expectations are not checked)."""
-  runs = runs_lib.read_csv(csv_path)
+  runs = records.read_csv(csv_path)
   ver = verdicts(study, runs)
   paths.makedirs(out)
   rel = f"experiments/{study.name}/{study.csv_name}"
@@ -120,7 +126,7 @@ def report(study: Study, csv_path: str, out: str, *,
   # out/<name>.png per plot; None (no file) when it has no data yet.
   files = {k: plotspec.draw(p, paths.join(out, f"{k}.png"), runs,
                             study.claims) for k, p in study.plots.items()}
-  path = render.from_template(
+  path = template.write_results(
       paths.join(out, "RESULTS.md"), study.template, data=rel,
       command=command, runs=runs, claims=study.claims, verdicts=ver,
       tables=study.tables, images={
@@ -176,3 +182,15 @@ def main(study: Study, argv=None) -> int:
   for f in report(study, csv_path, a.out, check=not a.unchecked):
     print(f"wrote {f}")
   return 0
+
+
+def studies_in(experiments: str):
+  """(name, Study, path of its runs.csv or None) for each study folder of
+  ``experiments`` (a folder with a ``report.py`` declaring ``STUDY``)."""
+  for name in sorted(os.listdir(experiments)):
+    rep = os.path.join(experiments, name, "report.py")
+    if not os.path.exists(rep):
+      continue
+    study = config_files.load_module(rep).STUDY
+    csv_path = os.path.join(experiments, name, study.csv_name)
+    yield name, study, csv_path if os.path.exists(csv_path) else None

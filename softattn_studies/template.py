@@ -34,7 +34,7 @@ placeholders ``{{kind:argument}}``:
 * ``{{fact:NAME}}``: a string the study computes from the runs (a number
   no table, verdict or budget holds): ``Study.facts`` holds a function of
   (runs, verdicts), a cell (``render.Span``, ``Spread``, ``Ratio``,
-  ``Estimate``, ...) or a fixed string;
+  ``ClaimEstimate``, ...) or a fixed string;
 * ``{{expect:ID=WORD}}`` (``WORD`` a label, or several joined by ``|``),
   ``{{expect:ID<0}}`` / ``{{expect:ID>0}}`` (the whole 95 % CI below /
   above 0): render to nothing, and fail with the template line when the
@@ -42,19 +42,23 @@ placeholders ``{{kind:argument}}``:
   only expectations is dropped.
 
 Every failure is one ``TemplateError`` line naming the template line and
-what to fix (for unknown names: the valid ones).
+what to fix (for unknown names: the valid ones). ``write_results`` writes a
+study's RESULTS.md: its template filled, then every claim no table showed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import Callable, Mapping, Sequence
 
+from softattn import paths
+from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import render
 from softattn_studies.claims import Claim, Verdict
-from softattn_studies.runs import Run, select
+from softattn_studies.runs import cost_summary, run_summary, select
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*(?::([^{}]*))?\}\}")
 
@@ -74,7 +78,7 @@ class Context:
   describe)."""
   claims: Sequence[Claim]
   verdicts: Mapping[str, Verdict]
-  runs: Sequence[Run] = ()
+  runs: Sequence[RunRecord] = ()
   selections: Mapping[str, Mapping] = dataclasses.field(default_factory=dict)
   fixed: Mapping[str, str] = dataclasses.field(default_factory=dict)
   tables: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -174,7 +178,7 @@ def where(arg: str) -> dict:
   return out
 
 
-def _selected(ctx: Context, arg: str) -> list[Run]:
+def _selected(ctx: Context, arg: str) -> list[RunRecord]:
   """The runs ``arg`` selects; with ``check``, at least one."""
   rs = select(ctx.runs, _pick("selection", arg.strip()[1:], ctx.selections)
               if arg.strip().startswith("@") else where(arg))
@@ -303,3 +307,49 @@ def fill(text: str, ctx: Context, source: str = "template") -> str:
       continue   # a line of expectations only
     out.append(new)
   return "\n".join(out)
+
+
+def further_claims(claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
+                   shown: set) -> str:
+  """The claims table of every claim not ``shown`` yet ("" if none), so
+  that every declared claim appears exactly once."""
+  rest = [c for c in claims if c.id not in shown]
+  if not rest:
+    return ""
+  return "## Further claims\n\n" + render.claims_table(rest, verdicts, shown)
+
+
+def write_results(path: str, template_path: str, *, data: str,
+                  command: str, runs: Sequence[RunRecord],
+                  claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
+                  tables: Mapping[str, render.Table],
+                  images: Mapping[str, str], facts: Mapping[str, str],
+                  check: bool = True,
+                  selections: Mapping[str, Mapping] | None = None) -> str:
+  """Writes RESULTS.md at ``path`` from the hand-written template at
+  ``template_path`` (filled by ``fill``), then the claims no table showed."""
+  text = paths.read_text(template_path)
+  if text is None:
+    raise FileNotFoundError(f"{template_path}: the study's template is "
+                            "missing; write it (see softattn_studies."
+                            "template)")
+  name = os.path.basename(template_path)
+  ctx = Context(
+      claims=claims, verdicts=verdicts, runs=runs,
+      selections=selections or {}, fixed={
+          "generated": f"Generated from the hand-written `{name}` and the "
+                       f"per-run data in `{data}`;\ndo not edit by hand (edit "
+                       f"the template). Regenerate from that file alone:"
+                       f"\n\n    {command}",
+          "summary": ", ".join(f"{n} {w}" for w, n in claims_lib.counts(
+              verdicts).items()) + f" ({len(claims)} claims)",
+          "runs": f"{run_summary(runs)}. Measured cost: "
+                  f"{cost_summary(runs)}.",
+          "rule": claims_lib.RULE},
+      tables={k: t.markdown(runs) for k, t in tables.items()},
+      cells={k: t.cells(runs) for k, t in tables.items()},
+      images=images, facts=facts, check=check)
+  body = fill(text, ctx, source=template_path).strip()
+  rest = further_claims(claims, verdicts, ctx.shown)
+  paths.write_atomic(path, body + ("\n\n" + rest if rest else "") + "\n")
+  return path

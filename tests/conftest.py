@@ -78,14 +78,16 @@ def pytest_configure(config):
 # the library's unit tests: normalizers, attention paths, kernels in the
 # Pallas interpreters, models, steps, configs), leaves out the files whose
 # tests are end to end: real training runs, subprocesses and servers, TPU
-# ahead-of-time compiles, the studies. CI runs everything.
+# ahead-of-time compiles. CI runs everything. The studies' tests
+# (experiments/, end to end too) are marked by experiments/conftest.py, so
+# they are left out however pytest is started.
 E2E_FILES = frozenset({
     "test_aot.py", "test_aot_collectives.py", "test_configs.py",
-    "test_data_prepare.py", "test_dense_tpu_traffic.py", "test_experiments.py",
-    "test_faults.py", "test_faults_cli.py", "test_faults_data.py",
-    "test_faults_sweep.py", "test_fsdp.py", "test_gcs.py",
-    "test_imagenet21k.py", "test_multihost.py", "test_pallas_aot.py",
-    "test_sweep_e2e.py", "test_sweep_runner.py", "test_train.py"})
+    "test_data_prepare.py", "test_dense_tpu_traffic.py", "test_faults.py",
+    "test_faults_cli.py", "test_faults_data.py", "test_faults_sweep.py",
+    "test_fsdp.py", "test_gcs.py", "test_imagenet21k.py", "test_multihost.py",
+    "test_pallas_aot.py", "test_sweep_e2e.py", "test_sweep_runner.py",
+    "test_train.py"})
 
 
 def pytest_collection_modifyitems(config, items):

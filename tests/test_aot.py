@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from softattn import topology
+from softattn import topology, xla_cost
 from softattn.aot import datasets, flops, memory, roofline
 from softattn.data import datasets as data_facts
 from softattn.sweep import declaration
@@ -40,6 +40,23 @@ def test_matmul_flops_counts_dots_convs_scans_and_the_backward():
   assert flops.matmul_flops(grad_fn, ws) == 4 * fwd
   assert flops.has_remat(jax.make_jaxpr(grad_fn)(ws).jaxpr)
   assert not flops.has_remat(jax.make_jaxpr(jnp.matmul)(a, b).jaxpr)
+
+
+def test_cost_analysis_is_one_dict_whatever_jax_returns():
+  class Fake:
+    def __init__(self, cost):
+      self.cost = cost
+
+    def cost_analysis(self):
+      return self.cost
+
+  one = {"flops": 2.0, "bytes accessed": 8.0}
+  for given in (one, [one], (one, {"flops": 1.0})):
+    assert xla_cost.cost_analysis(Fake(given)) == one
+  for given in (None, [], {}):
+    assert xla_cost.cost_analysis(Fake(given)) == {}
+  compiled = jax.jit(lambda x: x @ x).lower(jnp.ones((8, 8))).compile()
+  assert xla_cost.cost_analysis(compiled)["flops"] > 0
 
 
 def test_oom_messages_are_parsed_to_the_compilers_figures():

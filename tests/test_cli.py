@@ -76,7 +76,7 @@ BAD_INPUTS = [
      r"Unknown optimizer 'adamm'; set config\.optimizer\.name to one of"),
     ("missing_file", ["--config=configs/nope.py", WD],
      r"^config file 'configs/nope\.py' not found; config files in configs/: "
-     r"cifar10_vit\.py, .*quickstart\.py\.$"),
+     r"cifar10_vit\.py, .*quickstart\.py, transfer\.py\.$"),
     ("missing_config_flag", [WD],
      r"^--config is required, e\.g\. --config=configs/quickstart\.py:runlocal\.$"),
     ("missing_workdir", [f"--config={QUICK}:runlocal"], r"^--workdir is required"),

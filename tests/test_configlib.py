@@ -14,7 +14,8 @@ import sys
 import pytest
 import tensorflow_datasets as tfds
 
-from softattn import config_schema, configlib, data
+from softattn import config_files, config_schema, configlib, data
+from tests import test_layers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(REPO, "softattn")
@@ -22,54 +23,14 @@ QUICK = os.path.join(REPO, "configs", "quickstart.py")
 INFO = dict(num_classes=7, image_shape=(8, 8, 1), num_train=40, num_eval=8)
 
 
-def _module_name(path: str) -> str:
-  rel = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
-  return rel.removesuffix(".__init__")
-
-
-def _import_graph() -> dict[str, set[str]]:
-  """softattn module -> the softattn modules it imports, at any depth of its
-  code (function-level imports count: they are edges too)."""
-  files = {}
-  for root, _, names in os.walk(PKG):
-    for n in names:
-      if n.endswith(".py"):
-        files[_module_name(os.path.join(root, n))] = os.path.join(root, n)
-  graph = {}
-  for mod, path in files.items():
-    package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-      if isinstance(node, ast.Import):
-        out |= {a.name for a in node.names}
-      elif isinstance(node, ast.ImportFrom):
-        base = node.module or ""
-        if node.level:
-          parts = package.split(".")[:len(package.split(".")) - node.level + 1]
-          base = ".".join(parts + ([base] if base else []))
-        out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
-                for a in node.names}
-    graph[mod] = {m for m in out if m in files and m != mod}
-  return graph
-
-
-def _reachable(graph, start: str) -> set[str]:
-  seen, todo = set(), [start]
-  while todo:
-    for nxt in graph[todo.pop()]:
-      if nxt not in seen:
-        seen.add(nxt)
-        todo.append(nxt)
-  return seen
-
-
 def test_config_schema_imports_nothing_of_softattn():
-  graph = _import_graph()
+  graph = test_layers.import_graph(("softattn",))
   assert graph["softattn.config_schema"] == set()
   # Nothing the config layer imports imports it back (the old
   # config_schema <-> optim <-> sharding cycle).
-  for mod in ("softattn.config_schema", "softattn.configlib"):
-    back = [m for m in graph[mod] if mod in _reachable(graph, m)]
+  for mod in ("softattn.config_schema", "softattn.config_files",
+              "softattn.config_overrides", "softattn.configlib"):
+    back = [m for m in graph[mod] if mod in test_layers.reachable(graph, m)]
     assert not back, f"{back} import {mod} back"
   # Every module that registers a check is imported by resolve_config.
   registrants = {m for m in graph if m != "softattn.config_schema" and any(
@@ -81,7 +42,7 @@ def test_config_schema_imports_nothing_of_softattn():
               else ".py"), encoding="utf-8").read())))}
   assert {"softattn.optim", "softattn.losses", "softattn.sharding",
           "softattn.steps", "softattn.normalizers.registry"} <= registrants
-  assert registrants <= _reachable(graph, "softattn.configlib")
+  assert registrants <= test_layers.reachable(graph, "softattn.configlib")
 
 
 def test_config_schema_loads_alone_and_refuses_to_skip_checks():
@@ -168,11 +129,11 @@ def test_load_module_runs_each_file_under_a_name_of_its_own(tmp_path):
   for d in ("a", "b"):
     (tmp_path / d).mkdir()
     (tmp_path / d / "sweep.py").write_text(f"WHO = {d!r}\n")
-  a = configlib.load_module(str(tmp_path / "a" / "sweep.py"))
-  b = configlib.load_module(str(tmp_path / "b" / "sweep.py"))
+  a = config_files.load_module(str(tmp_path / "a" / "sweep.py"))
+  b = config_files.load_module(str(tmp_path / "b" / "sweep.py"))
   assert (a.WHO, b.WHO) == ("a", "b") and a.__name__ != b.__name__
   with pytest.raises(ValueError, match=r"defines no get_config\(arg\)"):
-    configlib.config_module(str(tmp_path / "a" / "sweep.py"))
+    config_files.config_module(str(tmp_path / "a" / "sweep.py"))
   with pytest.raises(ValueError, match=r"not found; config files in .*/a/: "
                      r"sweep\.py\.$"):
-    configlib.load_module(str(tmp_path / "a" / "swep.py"))
+    config_files.load_module(str(tmp_path / "a" / "swep.py"))

@@ -31,7 +31,7 @@ def test_full_config_is_consistent(path):
   assert config.model_name in models.names()
   if config.model.get("normalizer", None):
     normalizers.get(config.model.normalizer)
-  models.build_model(config.model_name, **dict(config.model, num_classes=10))
+  configlib.build_model(config)  # classes from the dataset's offline facts
   assert config.total_steps or config.num_epochs
 
 
@@ -82,7 +82,7 @@ def test_attention_variants_flow_from_the_config_arguments():
   cfg = train_runner.load_config(
       "configs/cifar10_vit.py:differential,output_gate=headwise,depth=2,"
       "normalizer=stablemax")
-  model = models.build_model(cfg.model_name, **dict(cfg.model, num_classes=10))
+  model = configlib.build_model(cfg)
   shapes = jax.eval_shape(model.init, jax.random.key(0),
                           jax.numpy.zeros((1, 32, 32, 3)))["params"]
   layer = shapes["Transformer"]["encoderblock_1"][

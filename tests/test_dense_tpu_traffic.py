@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jax.sharding import SingleDeviceSharding
 
-from softattn import dot_product_attention, topology
+from softattn import dot_product_attention, topology, xla_cost
 from tests import libtpu_required
 
 SHAPE = (16, 196, 12, 64)   # ViT-B/16's attention at 16 images per chip
@@ -41,8 +41,7 @@ def _tpu_bytes(f, *args):
       argnums=(0, 1, 2)))
   compiled = grad.lower(*args).compile(compiler_options={
       topology.CHIPS["v5e"].vmem_staging_flag: False})
-  cost = compiled.cost_analysis()
-  return (cost[0] if isinstance(cost, list) else cost)["bytes accessed"]
+  return xla_cost.cost_analysis(compiled)["bytes accessed"]
 
 
 @pytest.mark.parametrize("masked", [False, True])

@@ -202,6 +202,23 @@ def test_config_diff_lets_only_the_resumable_fields_through():
                                                     "model.extra"]
 
 
+def test_a_field_added_since_the_run_started_is_a_change_only_off_default():
+  """A workdir written before ``model.num_registers`` existed resumes with it
+  at 0 (the same model); at 4 it is another model."""
+  saved = {"model": {"depth": 2}}
+  for field, same in config_diff.ADDED_FIELDS.items():
+    section, key = field.split(".")
+    new = {"model": {"depth": 2}}
+    new.setdefault(section, {})[key] = same
+    assert config_diff.changed_fields(saved, new) == [], field
+    new[section][key] = 4
+    assert config_diff.changed_fields(saved, new) == [field]
+  # Present in both: compared as any field.
+  assert config_diff.changed_fields({"model": {"num_registers": 4}},
+                                    {"model": {"num_registers": 0}}) == [
+                                        "model.num_registers"]
+
+
 def _mock_main(workdir, *args, env=None):
   return subprocess.Popen(
       [sys.executable, "-m", "softattn.sweep.mock_main",

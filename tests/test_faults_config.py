@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from softattn import configlib
+from softattn import config_overrides, configlib
 from softattn import main as cli
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -62,8 +62,9 @@ BAD = [
     # Of the same kind: each failed only once training had started.
     ("eval_batch_size_zero", ["--config.eval.batch_size=0"],
      r"^config\.eval\.batch_size=0 is invalid; it must be >= 1"),
-    ("total_steps_zero", ["--config.total_steps=0"],
-     r"^config\.total_steps=0 is invalid; it must be >= 1"),
+    ("total_steps_negative", ["--config.total_steps=-1"],
+     r"^config\.total_steps=-1 is invalid; it must be >= 0 \(0: evaluate "
+     r"only"),
     ("log_every_negative", ["--config.log_every=-1"],
      r"^config\.log_every=-1 is invalid; it must be >= 0 \(0: never\)"),
     ("eval_every_negative", ["--config.eval_every=-5"],
@@ -133,7 +134,7 @@ def test_the_same_command_line_with_a_good_config_passes(data_dir, syntax_file,
 
 def test_every_pp_string_of_the_config_is_parsed(data_dir):
   """Few-shot datasets' and the i1k eval's pp strings too, not only data.*."""
-  base = configlib.load_with_overrides(f"{QUICK}:runlocal", [])
+  base = config_overrides.load_with_overrides(f"{QUICK}:runlocal", [])
   with base.unlocked():
     base.data.name, base.data.data_dir = DATASET, data_dir
   configlib.resolve_config(base)
@@ -185,7 +186,7 @@ def test_build_model_checks_the_image_shape_it_is_given(data_dir):
 
   (``softattn.main.check_config`` passes ``image_shape`` once it is changed
   to; until then this fails when ``init`` is traced.)"""
-  config = configlib.load_with_overrides(
+  config = config_overrides.load_with_overrides(
       f"{QUICK}:runlocal", [("model.patch_size", "(3, 3)")])
   with config.unlocked():
     config.data.name, config.data.data_dir = DATASET, data_dir

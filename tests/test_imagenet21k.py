@@ -180,7 +180,7 @@ def test_labels_file_and_the_i1k_table(built, capsys):
   assert imagenet21k.label_space(source, wrong) == source
   assert imagenet21k.label_space(WNIDS) == WNIDS
   shifted = fall11[1:] + ["n99999999"]  # every i1k class one label earlier
-  with pytest.raises(imagenet21k.PrepareError, match="not the fall11"):
+  with pytest.raises(imagenet21k.ImageNet21kPrepareError, match="not the fall11"):
     imagenet21k.i1k_table_applies(shifted)
 
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from softattn.models import build_model
+from softattn.models.vit import ViT
 from softattn.models.big_vision_io import (flatten, load_big_vision_npz,
                                            save_big_vision_npz)
 
@@ -16,7 +16,7 @@ KW = dict(variant="mu/4", depth=2, num_classes=7, pool="tok", rep_size=8,
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-  m = build_model("vit", **KW)
+  m = ViT(**KW)
   params = m.init(jax.random.key(3), X)["params"]
   path = tmp_path_factory.mktemp("bv") / "vit.npz"
   save_big_vision_npz(path, params)
@@ -39,7 +39,7 @@ def test_round_trip_and_scan_layout(saved):
   for k, v in flatten(params).items():
     np.testing.assert_array_equal(flatten(loaded)[k], v)
   y = m.apply({"params": params}, X)
-  scan = build_model("vit", scan=True, **KW)
+  scan = ViT(scan=True, **KW)
   ps = load_big_vision_npz(path, scan)
   assert ps["Transformer"]["encoderblock"]["LayerNorm_0"]["scale"].shape[0] == 2
   np.testing.assert_allclose(scan.apply({"params": ps}, X), y, rtol=1e-5,
@@ -50,7 +50,7 @@ def test_old_combined_posemb_and_posemb_with_cls(saved, tmp_path):
   m, params, path = saved
   y = m.apply({"params": params}, X)
   # Our original-ViT layout model gets a zero cls row: same function.
-  mc = build_model("vit", posemb_with_cls=True, **KW)
+  mc = ViT(posemb_with_cls=True, **KW)
   pc = load_big_vision_npz(path, mc)
   assert pc["pos_embedding"].shape == (1, 17, 32)
   np.testing.assert_allclose(mc.apply({"params": pc}, X), y, rtol=1e-5,
@@ -78,16 +78,16 @@ def test_resample_ours_only_and_errors(saved):
   assert p["pos_embedding"].shape == (1, 64, 32)
   assert m.apply({"params": p}, jnp.zeros((1, 32, 32, 3))).shape == (1, 7)
   # softattn-only parameters come from init.
-  mq = build_model("vit", normalizer="ssmax", qk_layernorm=True, **KW)
+  mq = ViT(normalizer="ssmax", qk_layernorm=True, **KW)
   pq = load_big_vision_npz(path, mq)
   blk = pq["Transformer"]["encoderblock_0"]["MultiHeadDotProductAttention_0"]
   np.testing.assert_allclose(blk["norm_s_scale"], 0.43)
   np.testing.assert_allclose(blk["query_ln"]["scale"], 1.0)
   # A new head needs dont_load.
-  m10 = build_model("vit", **{**KW, "num_classes": 10})
+  m10 = ViT(**{**KW, "num_classes": 10})
   with pytest.raises(ValueError, match="head/kernel"):
     load_big_vision_npz(path, m10)
   p10 = load_big_vision_npz(path, m10, dont_load=("head/.*",))
   assert p10["head"]["kernel"].shape == (8, 10)
   with pytest.raises(ValueError, match="unexpected.*pre_logits"):
-    load_big_vision_npz(path, build_model("vit", **{**KW, "rep_size": 0}))
+    load_big_vision_npz(path, ViT(**{**KW, "rep_size": 0}))

@@ -1,12 +1,15 @@
-"""Element-wise models A-H, VGG control, LeViT demo; build_model contract."""
+"""Element-wise models A-H, VGG control, LeViT demo; every model's contract
+as ``configlib.build_model`` builds it."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from softattn.models import build_model, names
-from softattn.models.elementwise import PAPER_COUNTS
+from softattn import configlib, models
+from softattn.models.elementwise import (PAPER_COUNTS, ElementWiseNet,
+                                          VGGControl)
+from softattn.models.levit_demo import LeViTDemo
 from softattn.nn.elementwise import ElementWiseAttention
 
 
@@ -16,25 +19,25 @@ def n_params(model, shape):
 
 
 def test_control_model_counts():
-  assert n_params(build_model("vgg_control"), (1, 28, 28, 1)) == 929_510
-  assert n_params(build_model("vgg_control"), (1, 32, 32, 3)) == 961_310
+  assert n_params(VGGControl(), (1, 28, 28, 1)) == 929_510
+  assert n_params(VGGControl(), (1, 32, 32, 3)) == 961_310
 
 
 @pytest.mark.parametrize("variant", sorted(PAPER_COUNTS))
 def test_elementwise_paper_counts(variant):
-  m = build_model("elementwise", variant=variant)
+  m = ElementWiseNet(variant=variant)
   assert n_params(m, (1, 28, 28, 1)) == PAPER_COUNTS[variant]
 
 
 def test_elementwise_inferred_details_are_switchable():
   # Plain concatenation of 16 heads: the conv sees 16 channels (+8*9 each).
-  m = build_model("elementwise", variant="D", head_groups=0)
+  m = ElementWiseNet(variant="D", head_groups=0)
   assert n_params(m, (1, 28, 28, 1)) == PAPER_COUNTS["D"] + 2 * 72
   # One relevance BN per layer instead of one shared.
-  m = build_model("elementwise", variant="E", shared_relevance_bn=False)
+  m = ElementWiseNet(variant="E", shared_relevance_bn=False)
   assert n_params(m, (1, 28, 28, 1)) == PAPER_COUNTS["E"] + 3 * 2 * 8
   with pytest.raises(ValueError, match="valid: A, B"):
-    n_params(build_model("elementwise", variant="Z"), (1, 4, 4, 1))
+    n_params(ElementWiseNet(variant="Z"), (1, 4, 4, 1))
 
 
 def test_elementwise_layer_math():
@@ -62,13 +65,13 @@ def test_elementwise_layer_math():
 
 
 def test_levit_demo_structure():
-  m = build_model("levit_demo", depth=1)
+  m = LeViTDemo(depth=1)
   # stem 628,224 + block 2,102,784 + head 51,300 (8 heads of 64, 16 tokens)
   assert n_params(m, (1, 32, 32, 3)) == 2_782_308
   v = jax.eval_shape(m.init, jax.random.key(0), jnp.zeros((1, 32, 32, 3)))
   assert v["params"]["block0_attn"]["qkv"]["kernel"].shape == (512, 1536)
   for spec in ["sin_softmax", "prenorm(softmax)", "siren_max"]:
-    assert n_params(build_model("levit_demo", depth=1, normalizer=spec),
+    assert n_params(LeViTDemo(depth=1, normalizer=spec),
                     (1, 32, 32, 3)) == 2_782_308
 
 
@@ -87,8 +90,8 @@ TINY = {
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_every_model_follows_the_contract(name):
   # Shapes only (jax.eval_shape); numerics are tested per model elsewhere.
-  assert sorted(TINY) == names()
-  m = build_model(name, **TINY[name])
+  assert sorted(TINY) == models.names()
+  m = configlib.build_model({"model_name": name, "model": TINY[name]})
   x = jax.ShapeDtypeStruct((2, 16, 16, 3), jnp.float32)
   v = jax.eval_shape(lambda x: m.init(jax.random.key(0), x, train=False), x)
   mutable = ["intermediates"] + (["batch_stats"] if "batch_stats" in v else [])

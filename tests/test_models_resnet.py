@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from softattn.models import build_model
-from softattn.models.resnet import NLConfig
+from softattn import models
+from softattn.models.resnet import NLConfig, PreResNet, ResNet, WideResNet
 
 
 def n_params(model, shape):
@@ -19,17 +19,17 @@ CIFAR = (1, 32, 32, 3)
 
 def test_published_parameter_counts():
   # He et al. 2016: ResNet-56 0.85M, ResNet-110 1.7M (CIFAR-10).
-  pr56 = n_params(build_model("preresnet", depth=56), CIFAR)
+  pr56 = n_params(PreResNet(depth=56), CIFAR)
   assert abs(pr56 - 0.85e6) < 0.01e6, pr56
-  pr110 = n_params(build_model("preresnet", depth=110), CIFAR)
+  pr110 = n_params(PreResNet(depth=110), CIFAR)
   assert abs(pr110 - 1.7e6) < 0.05e6, pr110
   # Zagoruyko & Komodakis 2016: WRN-28-10 36.5M.
-  wrn = n_params(build_model("wrn", depth=28, widen=10), CIFAR)
+  wrn = n_params(WideResNet(depth=28, widen=10), CIFAR)
   assert abs(wrn - 36.5e6) < 0.05e6, wrn
   # torchvision's exact ImageNet counts.
-  r50 = build_model("resnet", depth=50, num_classes=1000)
+  r50 = ResNet(depth=50, num_classes=1000)
   assert n_params(r50, (1, 224, 224, 3)) == 25_557_032
-  r152 = build_model("resnet", depth=152, num_classes=1000)
+  r152 = ResNet(depth=152, num_classes=1000)
   assert n_params(r152, (1, 224, 224, 3)) == 60_192_808
 
 
@@ -42,7 +42,7 @@ def test_published_parameter_counts():
 ])
 def test_shapes_train_and_eval(name, kw, shape):
   # Shapes only (jax.eval_shape): nothing is computed or materialised.
-  m = build_model(name, **kw)
+  m = models.model_class(name)(**kw)
   x = jax.ShapeDtypeStruct(shape, jnp.float32)
   v = jax.eval_shape(m.init, jax.random.key(0), x)
   y, st = jax.eval_shape(
@@ -57,31 +57,31 @@ def test_shapes_train_and_eval(name, kw, shape):
 
 
 def test_nl_blocks_inserted_in_second_stage():
-  m = build_model("preresnet", depth=56,
-                  nl_blocks=dict(count=3, heads=4, normalizer="scaled"))
+  m = PreResNet(depth=56,
+                nl_blocks=dict(count=3, heads=4, normalizer="scaled"))
   v = jax.eval_shape(m.init, jax.random.key(0), jnp.zeros(CIFAR))
   assert sorted(k for k in v["params"] if "_nl" in k) == [
       "stage2_nl1", "stage2_nl4", "stage2_nl7"]
   nl = v["params"]["stage2_nl1"]
   assert nl["theta"]["kernel"].shape == (1, 1, 32, 32)
   # Swapping the NL normalizer keeps the parameter count.
-  counts = {n_params(build_model("preresnet", depth=20, nl_blocks=dict(
+  counts = {n_params(PreResNet(depth=20, nl_blocks=dict(
       count=2, normalizer=s)), CIFAR) for s in ["softmax", "scaled",
                                                  "relu_seqlen"]}
   assert len(counts) == 1
   # heads=0 is the no-NL baseline (Table 3's first column).
   assert NLConfig.make(dict(heads=0)) is None
-  base = n_params(build_model("preresnet", depth=20), CIFAR)
-  assert n_params(build_model("preresnet", depth=20,
-                              nl_blocks=dict(heads=0)), CIFAR) == base
+  base = n_params(PreResNet(depth=20), CIFAR)
+  assert n_params(PreResNet(depth=20,
+                            nl_blocks=dict(heads=0)), CIFAR) == base
 
 
 def test_nl_block_starts_as_identity_and_diagnostics_flow():
-  m = build_model("preresnet", depth=8, num_classes=3,
-                  nl_blocks=dict(count=1, heads=2, stage=1))
+  m = PreResNet(depth=8, num_classes=3,
+                nl_blocks=dict(count=1, heads=2, stage=1))
   x = jnp.asarray(np.random.RandomState(0).randn(2, 8, 8, 3), jnp.float32)
   v = jax.jit(m.init)(jax.random.key(0), x)
-  plain = build_model("preresnet", depth=8, num_classes=3)
+  plain = PreResNet(depth=8, num_classes=3)
   pv = {c: {k: t for k, t in v[c].items() if "_nl" not in k} for c in v}
   np.testing.assert_allclose(jax.jit(m.apply)(v, x),
                              jax.jit(plain.apply)(pv, x), atol=1e-5)
@@ -99,13 +99,13 @@ def test_nl_positions_are_distinct_and_spread():
 
 def test_bad_configs_raise():
   with pytest.raises(ValueError, match="6n\\+2"):
-    n_params(build_model("preresnet", depth=57), CIFAR)
+    n_params(PreResNet(depth=57), CIFAR)
   with pytest.raises(ValueError, match="unknown nl_blocks field"):
     NLConfig.make(dict(cnt=3))
   with pytest.raises(ValueError, match="valid: 18, 34, 50"):
-    n_params(build_model("resnet", depth=51), CIFAR)
+    n_params(ResNet(depth=51), CIFAR)
   with pytest.raises(ValueError, match="out of range 1..3"):
-    n_params(build_model("preresnet", depth=20, nl_blocks=dict(stage=4)),
+    n_params(PreResNet(depth=20, nl_blocks=dict(stage=4)),
              CIFAR)
   with pytest.raises(ValueError, match="exceeds"):
-    n_params(build_model("preresnet", depth=20, nl_blocks=5), CIFAR)
+    n_params(PreResNet(depth=20, nl_blocks=5), CIFAR)

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from softattn.models import build_model
-from softattn.models.vit import decode_variant, posemb_sincos_2d
+from softattn import configlib
+from softattn.models.vit import ViT, decode_variant, posemb_sincos_2d
 
 
 def n_params(model, shape):
@@ -19,11 +19,11 @@ X = jnp.asarray(np.random.RandomState(0).randn(2, 16, 16, 3), jnp.float32)
 
 def test_vit_b16_parameter_count():
   # The well-known ViT-B/16 count (original layout: posemb over cls + 196).
-  m = build_model("vit", variant="B/16", num_classes=1000, pool="tok",
-                  posemb_with_cls=True)
+  m = ViT(variant="B/16", num_classes=1000, pool="tok",
+          posemb_with_cls=True)
   assert n_params(m, (1, 224, 224, 3)) == 86_567_656
   # big_vision adds the posemb before the cls token: one row of 768 fewer.
-  m = build_model("vit", variant="B/16", num_classes=1000, pool="tok")
+  m = ViT(variant="B/16", num_classes=1000, pool="tok")
   assert n_params(m, (1, 224, 224, 3)) == 86_567_656 - 768
 
 
@@ -40,8 +40,8 @@ def test_variants_decode_to_big_vision_table():
 
 @pytest.mark.parametrize("pool", ["gap", "tok", "map"])
 def test_vit_shapes_and_pre_logits(pool):
-  m = build_model("vit", variant="mu/4", num_classes=10, pool=pool,
-                  rep_size=16, dropout=0.1)
+  m = ViT(variant="mu/4", num_classes=10, pool=pool,
+          rep_size=16, dropout=0.1)
   v = jax.eval_shape(m.init, jax.random.key(0), X)
   y, st = jax.eval_shape(
       lambda v: m.apply(v, X, train=True, rngs={"dropout": jax.random.key(1)},
@@ -51,28 +51,28 @@ def test_vit_shapes_and_pre_logits(pool):
 
 
 def test_head_inits():
-  m = build_model("vit", variant="mu/4", num_classes=5, pool="map",
-                  rep_size=True, dropout=0.1)
+  m = ViT(variant="mu/4", num_classes=5, pool="map",
+          rep_size=True, dropout=0.1)
   v = jax.jit(m.init)(jax.random.key(0), X)
   y = jax.jit(lambda v: m.apply(v, X, train=True,
                                 rngs={"dropout": jax.random.key(1)}))(v)
   np.testing.assert_allclose(y, 0.0)  # head_zeroinit, bias 0
-  m = build_model("vit", variant="mu/4", num_classes=5, head_bias_init=-10.0,
-                  head_zeroinit=False)
+  m = ViT(variant="mu/4", num_classes=5, head_bias_init=-10.0,
+          head_zeroinit=False)
   v = jax.jit(m.init)(jax.random.key(0), X)
   np.testing.assert_allclose(v["params"]["head"]["bias"], -10.0)
   assert float(jnp.abs(v["params"]["head"]["kernel"]).sum()) > 0
 
 
 def test_ti4_default_contract_model():
-  m = build_model("vit", variant="Ti/4", num_classes=10, normalizer="softmax")
+  m = ViT(variant="Ti/4", num_classes=10, normalizer="softmax")
   v = jax.eval_shape(m.init, jax.random.key(0), jnp.zeros((2, 32, 32, 3)))
   assert v["params"]["pos_embedding"].shape == (1, 64, 192)
   assert "encoderblock_11" in v["params"]["Transformer"]
 
 
 def test_sincos_posemb_has_no_parameter():
-  m = build_model("vit", variant="mu/4", num_classes=10, posemb="sincos2d")
+  m = ViT(variant="mu/4", num_classes=10, posemb="sincos2d")
   v = jax.eval_shape(m.init, jax.random.key(0), X)
   assert "pos_embedding" not in v["params"]
   pe = posemb_sincos_2d(4, 4, 32)
@@ -82,7 +82,7 @@ def test_sincos_posemb_has_no_parameter():
 
 def test_scan_matches_unrolled_layers():
   kw = dict(variant="mu/4", num_classes=10, depth=3, head_zeroinit=False)
-  loop, scan = build_model("vit", **kw), build_model("vit", scan=True, **kw)
+  loop, scan = ViT(**kw), ViT(scan=True, **kw)
   v = jax.jit(loop.init)(jax.random.key(0), X)
   p = dict(v["params"])
   t = dict(p["Transformer"])
@@ -105,52 +105,54 @@ def test_scan_matches_unrolled_layers():
 
 
 def test_bf16_matmuls_forward():
-  m = build_model("vit", variant="mu/4", num_classes=10, dtype_mm="bfloat16",
-                  head_zeroinit=False, normalizer="relu_seqlen")
+  m = ViT(variant="mu/4", num_classes=10, dtype_mm="bfloat16",
+          head_zeroinit=False, normalizer="relu_seqlen")
   v = jax.jit(m.init)(jax.random.key(0), X)
   y = jax.jit(m.apply)(v, X)
   assert y.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(y)))
-  ref = jax.jit(build_model("vit", variant="mu/4", num_classes=10,
-                            head_zeroinit=False,
-                            normalizer="relu_seqlen").apply)(v, X)
+  ref = jax.jit(ViT(variant="mu/4", num_classes=10,
+                    head_zeroinit=False,
+                    normalizer="relu_seqlen").apply)(v, X)
   np.testing.assert_allclose(y, ref, atol=0.1, rtol=0.1)
 
 
 def test_normalizer_swap_keeps_parameter_count():
-  base = n_params(build_model("vit", variant="mu/4", num_classes=10), X.shape)
+  base = n_params(ViT(variant="mu/4", num_classes=10), X.shape)
   for spec in ["relu_seqlen", "normsoftmax(gamma=sqrt_d)", "scaled",
                "prenorm(sin2_max_shifted)", "sparsemax"]:
-    m = build_model("vit", variant="mu/4", num_classes=10, normalizer=spec)
+    m = ViT(variant="mu/4", num_classes=10, normalizer=spec)
     assert n_params(m, X.shape) == base, spec
   # Learnable ones add exactly their parameters (mu: 1 layer, 2 heads).
-  m = build_model("vit", variant="mu/4", num_classes=10,
-                  normalizer="normsoftmax_learnable")
+  m = ViT(variant="mu/4", num_classes=10,
+          normalizer="normsoftmax_learnable")
   assert n_params(m, X.shape) == base + 1
-  m = build_model("vit", variant="mu/4", num_classes=10, normalizer="ssmax")
+  m = ViT(variant="mu/4", num_classes=10, normalizer="ssmax")
   assert n_params(m, X.shape) == base + 2
-  m = build_model("vit", variant="mu/4", num_classes=10, normalizer="nap",
-                  pool="map")
-  base_map = n_params(build_model("vit", variant="mu/4", num_classes=10,
-                                  pool="map"), X.shape)
+  m = ViT(variant="mu/4", num_classes=10, normalizer="nap",
+          pool="map")
+  base_map = n_params(ViT(variant="mu/4", num_classes=10,
+                          pool="map"), X.shape)
   assert n_params(m, X.shape) == base_map + 2 * (2 + 2)  # g, b; block + MAP
 
 
 def test_unknown_names_raise_with_valid_list():
-  with pytest.raises(ValueError, match="valid names: .*vit"):
-    build_model("vitt")
+  with pytest.raises(configlib.ConfigError, match="valid names: .*vit"):
+    configlib.build_model({"model_name": "vitt", "model": {}})
   with pytest.raises(ValueError, match="valid: gap, tok, map"):
-    n_params(build_model("vit", variant="mu/4", pool="cls"), X.shape)
+    n_params(ViT(variant="mu/4", pool="cls"), X.shape)
   with pytest.raises(ValueError, match="multiple of the patch"):
-    n_params(build_model("vit", variant="mu/5"), X.shape)
-  with pytest.raises(ValueError, match="bad arguments"):
-    build_model("vit", widht=3)
+    n_params(ViT(variant="mu/5"), X.shape)
+  with pytest.raises(configlib.ConfigError, match=(
+      r"^config\.model_name='vit' / config\.model: .*unexpected keyword "
+      r"argument 'widht'")):
+    configlib.build_model({"model_name": "vit", "model": {"widht": 3}})
 
 
 def test_unrolled_remat_is_the_plain_model_with_recompute():
   """remat=True: same parameter tree, same outputs and gradients; the
   backward recomputes each block (a checkpoint per layer in the jaxpr)."""
   kw = dict(variant="mu/4", num_classes=10, depth=2, head_zeroinit=False)
-  plain, remat = build_model("vit", **kw), build_model("vit", remat=True, **kw)
+  plain, remat = ViT(**kw), ViT(remat=True, **kw)
   v = jax.jit(plain.init)(jax.random.key(0), X)
   assert jax.tree.structure(v) == jax.tree.structure(
       jax.eval_shape(remat.init, jax.random.key(0), X))
@@ -169,9 +171,9 @@ def test_differential_attention_and_output_gate_from_the_model_config():
   """Off by default; on, each block gets its depth's lambda_init (Ye et al.)
   and its own lambda vectors, and the MAP head counts as layer ``depth``."""
   kw = dict(variant="mu/4", num_classes=10, depth=2, head_zeroinit=False)
-  base = n_params(build_model("vit", **kw), X.shape)
-  m = build_model("vit", differential=True, output_gate="headwise",
-                  pool="map", **kw)
+  base = n_params(ViT(**kw), X.shape)
+  m = ViT(differential=True, output_gate="headwise",
+          pool="map", **kw)
   v = jax.jit(m.init)(jax.random.key(0), X)
   blocks = [v["params"]["Transformer"][f"encoderblock_{i}"][
       "MultiHeadDotProductAttention_0"] for i in range(2)]
@@ -187,7 +189,7 @@ def test_differential_attention_and_output_gate_from_the_model_config():
               getattr(mdl, "layer_index", None)) and False)))(v, X)
   layer_idx = sorted(set(mods["MultiHeadDotProductAttention_0"]))
   assert layer_idx == [0, 1, 2]  # two blocks + the MAP head
-  base_map = n_params(build_model("vit", pool="map", **kw), X.shape)
+  base_map = n_params(ViT(pool="map", **kw), X.shape)
   head_dim = 32 // 2  # mu: width 32, 2 heads
   extra = 4 * head_dim // 2 + head_dim + 32 * 2 + 2  # lambdas, norm, gate
   assert n_params(m, X.shape) == base_map + 3 * extra
@@ -195,9 +197,9 @@ def test_differential_attention_and_output_gate_from_the_model_config():
   y = jax.jit(m.apply)(v, X)
   assert y.shape == (2, 10) and bool(jnp.all(jnp.isfinite(y)))
   with pytest.raises(ValueError, match="set diff_lambda_init"):
-    jax.eval_shape(build_model("vit", differential=True, scan=True, **kw).init,
+    jax.eval_shape(ViT(differential=True, scan=True, **kw).init,
                    jax.random.key(0), X)
-  scanned = build_model("vit", differential=True, scan=True,
-                        diff_lambda_init=0.8, **kw)
+  scanned = ViT(differential=True, scan=True,
+                diff_lambda_init=0.8, **kw)
   assert n_params(scanned, X.shape) == base + 2 * (
       4 * head_dim // 2 + head_dim)

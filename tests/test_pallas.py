@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from softattn import dot_product_attention, pallas
+from softattn import dot_product_attention, pallas, topology
 from softattn import normalizers as N
 from softattn.nn import MultiHeadAttention
 
@@ -333,13 +333,15 @@ def test_shard_map_under_a_mesh_equals_unsharded():
 def test_block_rule_fits_each_chip():
   """The written rule: blocks fit half the VMEM limit, bk is a multiple of
   the MXU width, and blocks shrink to short sequences."""
-  for name in pallas.tpu.blocks.CHIPS:
-    c = pallas.chip(name)
+  for name, c in topology.CHIPS.items():
     for d in (64, 128, 256):
       bq, bk = pallas.block_sizes(4096, 4096, d, d, jnp.bfloat16, name)
       assert bk % c.mxu_width == 0
       for kernel in ("forward", "backward"):
-        assert pallas.footprint(kernel, bq, bk, d, d, 2) <= c.budget
+        assert pallas.footprint(kernel, bq, bk, d, d, 2) <= pallas.budget(name)
+  # The generation of a device kind; off TPU the rule runs for the default.
+  assert pallas.tpu.blocks.chip_of_kind("TPU v6 lite") == "v6e"
+  assert pallas.tpu.blocks.chip_of_kind("cpu") == pallas.tpu.blocks.DEFAULT_CHIP
   # v4's 16 MiB VMEM takes smaller blocks than v5e's 128 MiB.
   assert (np.prod(pallas.block_sizes(4096, 4096, 128, 128, jnp.bfloat16, "v4"))
           < np.prod(pallas.block_sizes(4096, 4096, 128, 128, jnp.bfloat16,

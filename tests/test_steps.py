@@ -15,14 +15,15 @@ import optax
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from softattn import configlib, losses, models, sharding, steps, train
+from softattn import configlib, losses, sharding, steps, train
+from softattn.models.vit import ViT
 
 NUM_CLASSES = 5
 
 
 def _settings(**kw):
-  model = models.build_model(
-      "vit", num_classes=NUM_CLASSES, patch_size=4, width=16, depth=1,
+  model = ViT(
+      num_classes=NUM_CLASSES, patch_size=4, width=16, depth=1,
       mlp_dim=32, num_heads=2, head_zeroinit=False, dropout=kw.pop("dropout", 0.0))
   kw.setdefault("tx", optax.sgd(0.5))
   return steps.Settings(model=model, loss=losses.softmax_xent,
@@ -245,8 +246,8 @@ def test_forward_traces_under_the_mesh_so_pallas_attention_shards_itself():
   """With a mesh in the settings, the model traces with it as context: the
   Pallas attention kernels (which XLA cannot partition) wrap themselves in
   shard_map over it; without one they are called directly."""
-  model = models.build_model(
-      "vit", num_classes=NUM_CLASSES, patch_size=4, width=16, depth=1,
+  model = ViT(
+      num_classes=NUM_CLASSES, patch_size=4, width=16, depth=1,
       mlp_dim=32, num_heads=2, implementation="pallas")
   params = jax.jit(model.init)(jax.random.key(0),
                                jnp.zeros((1, 8, 8, 3)))["params"]

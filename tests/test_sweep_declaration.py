@@ -225,8 +225,8 @@ def test_launch_warns_about_multihost_for_single_host_configs(tmp_path, capsys):
 
 
 def test_check_choices_and_image_config():
-  from softattn import configlib  # pylint: disable=g-import-not-at-top
-  a = configlib.parse_arg("scale=big", scale="reduced", part="x")
+  from softattn import config_files, configlib  # pylint: disable=g-import-not-at-top
+  a = config_files.parse_arg("scale=big", scale="reduced", part="x")
   declaration.check_choices(a, part=("x",))
   with pytest.raises(ValueError, match="use scale=reduced or scale=full"):
     declaration.check_choices(a, part=("x",), scale=declaration.SCALES)

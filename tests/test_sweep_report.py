@@ -91,21 +91,22 @@ def sweep_dir(tmp_path):
 
 def test_report_fits_each_normalizer_and_lists_every_run(sweep_dir):
   res = report_lib.report(sweep_dir)
-  rows = {r["run"]: r for r in res["rows"]}
-  assert len(rows) == 15
+  runs = {r.name: r for r in res["runs"]}
+  assert len(runs) == 15
   for norm, (a, b, c) in LAWS.items():
     f = res["fits"][norm]["fit"]
     assert f is not None, res["fits"][norm]["reason"]
     np.testing.assert_allclose([f.a, f.b, f.c], [a, b, c], rtol=1e-3)
     assert res["fits"][norm]["n"] == 5  # failed softmax runs are not points
-  row = rows["normalizer-softmax__size-2"]
-  assert row["train_flops"] == pytest.approx(1.6e8 * STEPS)
-  assert row["accuracy"] == pytest.approx(1 - (0.10 + 40 * 1.6e11 ** -0.2))
+  run = runs["normalizer-softmax__size-2"]
+  assert run.train_flops == pytest.approx(1.6e8 * STEPS)
+  assert run.metrics["final/accuracy"] == pytest.approx(
+      1 - (0.10 + 40 * 1.6e11 ** -0.2))
 
-  states = {n: (rows[n]["state"], rows[n]["kind"], rows[n]["reason"])
+  states = {n: (runs[n].state, runs[n].kind, runs[n].message)
             for n in ("nan", "crash", "nan_acc", "cut", "never")}
   assert states["nan"] == ("failed", "nonfinite", "non-finite loss at step 41")
-  assert rows["nan"]["steps"] == 41  # the field, not a number in the message
+  assert runs["nan"].step == 41  # the field, not a number in the message
   assert states["crash"][:2] == ("failed", "exit")
   assert "exit code 1" in states["crash"][2] and "boom" in states["crash"][2]
   assert states["nan_acc"][:2] == ("failed", "nonfinite")
@@ -115,7 +116,7 @@ def test_report_fits_each_normalizer_and_lists_every_run(sweep_dir):
 
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     table = list(csv.DictReader(f))
-  assert [r["run"] for r in table] == [r["run"] for r in res["rows"]]
+  assert [r["run"] for r in table] == [r.name for r in res["runs"]]
   assert {r["run"]: r["state"] for r in table}["crash"] == "failed"
   md = open(os.path.join(sweep_dir, "results.md")).read()
   assert "| crash |" in md and "boom" in md and "| relu_seqlen | 5 |" in md
@@ -131,8 +132,9 @@ def test_too_few_points_is_reported_not_raised(sweep_dir, tmp_path):
                           out_dir=str(tmp_path / "out"))
   # core_seconds gives softmax 5 distinct values; group fits still work.
   assert res["fits"]["softmax"]["fit"] is not None
-  rows = [r for r in res["rows"] if r["group"] == "relu_seqlen"][:3]
-  fits = report_lib.fit_groups(rows)
+  runs = [r for r in res["runs"] if r.get("model.normalizer") ==
+          "relu_seqlen"][:3]
+  fits = report_lib.fit_groups(runs)
   assert fits["relu_seqlen"]["fit"] is None
   assert "at least 4" in fits["relu_seqlen"]["reason"]
 
@@ -165,11 +167,12 @@ def test_report_names_runs_from_the_sweep_config_without_manifest(
       "  return grid.product(grid.sweep('model.normalizer', "
       "['softmax', 'relu_seqlen']), grid.sweep('size', range(5)))\n")
   res = report_lib.report(sweep_dir, spec=str(spec), plot=False)
-  assert [r["run"] for r in res["rows"]][:2] == [
+  assert [r.name for r in res["runs"]][:2] == [
       "normalizer-softmax__size-0", "normalizer-softmax__size-1"]
-  assert len(res["rows"]) == 10 and res["rows"][3]["size"] == 3
+  assert len(res["runs"]) == 10 and res["runs"][3].get("size") == 3
   assert res["fits"]["relu_seqlen"]["fit"].c == pytest.approx(0.22, rel=1e-3)
   # Without the spec, every run-looking directory is a row all the same.
-  rows, fields = report_lib.collect(sweep_dir)
-  assert len(rows) == 14 and fields == []  # "never" has no directory
-  assert {r["group"] for r in rows} == {"?"}  # no config.json to read it from
+  runs, fields = report_lib.read_sweep(sweep_dir)
+  assert len(runs) == 14 and fields == []  # "never" has no directory
+  # No config.json to read the group from.
+  assert {r.label("model.normalizer") for r in runs} == {"?"}

@@ -103,10 +103,10 @@ def test_runs_in_parallel_records_failures_and_skips_finished(tmp_path, capsys):
   assert [_attempts(workdir, r["name"]) for r in manifest["runs"]] == [
       1, 1, 2, 2, 2, 2]
 
-  rows = {r["run"]: r for r in report_lib.collect(workdir)[0]}
-  assert rows["behavior-crash__seed-0"]["state"] == "failed"
-  assert "RuntimeError: boom" in rows["behavior-crash__seed-0"]["reason"]
-  assert rows["behavior-ok__seed-0"]["accuracy"] == 0.5
+  runs = {r.name: r for r in report_lib.read_sweep(workdir)[0]}
+  assert runs["behavior-crash__seed-0"].state == "failed"
+  assert "RuntimeError: boom" in runs["behavior-crash__seed-0"].message
+  assert runs["behavior-ok__seed-0"].metrics["final/accuracy"] == 0.5
 
 
 def test_interrupted_sweep_resumes_the_stopped_run(tmp_path):
@@ -159,7 +159,7 @@ def test_only_runs_the_matching_runs_and_keeps_the_rest_listed(tmp_path,
           launcher, "--skip_checks"]
   assert cli.main(argv + ["--only", "*ok__seed-1"]) == 0
   assert "start [1/1] behavior-ok__seed-1" in capsys.readouterr().out
-  states = {r["run"]: r["state"] for r in report_lib.collect(workdir)[0]}
+  states = {r.name: r.state for r in report_lib.read_sweep(workdir)[0]}
   assert states == {"behavior-ok__seed-0": "not_started",
                     "behavior-ok__seed-1": "done",
                     "behavior-crash__seed-0": "not_started",

@@ -66,6 +66,20 @@ def test_chip_table():
     assert 100 < c.peak_bf16_flops / c.hbm_bytes_per_s < 1000
   with pytest.raises(ValueError, match="Unknown TPU topology"):
     topology.chip("h100")
+  # Device kinds as jax spells them; every chip has at least one.
+  assert topology.chip("TPU v5 lite") is topology.CHIPS["v5e"]
+  assert topology.chip("TPU v6e") is topology.CHIPS["v6e"]
+  assert all(c.device_kinds for c in topology.CHIPS.values())
+
+
+def test_chip_table_agrees_with_pallas():
+  """VMEM per core and MXU width are what Pallas' own table says (the fused
+  kernels' block rule reads them from ``CHIPS``)."""
+  from jax.experimental.pallas import tpu as pltpu  # noqa: PLC0415
+  for name, c in topology.CHIPS.items():
+    info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(name), 1)
+    assert (c.vmem_bytes, c.mxu_width) == (
+        info.vmem_capacity_bytes, info.mxu_column_size), name
 
 
 def test_abstract_devices_from_libtpu():

@@ -135,7 +135,7 @@ def test_init_from_another_run_loads_its_weights(straight, tmp_path):
   train_runner.run(_spec(tmp_path, overrides=over))
   _, src = train_runner.final_params(straight[0])
   _, got = train_runner.final_params(tmp_path)
-  flat = lambda t: {"/".join(str(getattr(k, "key", k)) for k in p): v
+  flat = lambda t: {jax.tree_util.keystr(p, simple=True, separator="/"): v
                     for p, v in jax.tree_util.tree_flatten_with_path(t)[0]}
   src, got = flat(src), flat(got)
   new = sorted(set(got) - set(src))

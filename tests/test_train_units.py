@@ -11,7 +11,8 @@ import optax
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
-from softattn import configlib, evaluate, fewshot, losses, metrics, optim, sharding
+from softattn import (config_files, configlib, evaluate, fewshot, losses,
+                      metrics, optim, sharding)
 
 
 # ---------------------------------------------------------------- losses
@@ -177,14 +178,14 @@ def test_sharding_rules_pick_divisible_dims():
 
 
 def test_parse_arg_types_and_nested_commas():
-  a = configlib.parse_arg("variant=S/16,normalizer=relu_seqlen(alpha=1, act=gelu),"
+  a = config_files.parse_arg("variant=S/16,normalizer=relu_seqlen(alpha=1, act=gelu),"
                           "steps=5,lr=0.5,runlocal",
                           variant="Ti/16", normalizer="softmax", steps=1,
                           lr=1.0, runlocal=False)
   assert a.variant == "S/16" and a.normalizer == "relu_seqlen(alpha=1, act=gelu)"
   assert a.steps == 5 and a.lr == 0.5 and a.runlocal is True
   with pytest.raises(ValueError, match="valid"):
-    configlib.parse_arg("varaint=S/16", variant="Ti/16")
+    config_files.parse_arg("varaint=S/16", variant="Ti/16")
 
 
 # ---------------------------------------------------------------- metrics

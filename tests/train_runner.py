@@ -26,8 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def load_config(spec: str):
   """``configs/<file>.py[:<arg>]`` (relative to the repository), unlocked."""
-  from softattn import configlib  # pylint: disable=g-import-not-at-top
-  return configlib.load_file(os.path.join(REPO, spec), lock=False)
+  from softattn import config_files  # pylint: disable=g-import-not-at-top
+  return config_files.load_file(os.path.join(REPO, spec), lock=False)
 
 
 def apply_overrides(config, overrides):

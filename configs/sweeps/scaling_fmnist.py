@@ -37,7 +37,7 @@ Args (``configs/sweeps/scaling_fmnist.py:<k>=<v>,...``):
   seeds: seeds per (size, normalizer) (default 1).
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.sweep import declaration, grid
 
 # (width, depth, mlp_dim, heads): half of mu, mu, then ~x3-8 compute per step.
@@ -47,7 +47,7 @@ NORMALIZERS = ["softmax", "relu_seqlen", "normsoftmax"]
 
 
 def _arg(arg):
-  return configlib.parse_arg(arg, steps=400, batch=128, seeds=1)
+  return config_files.parse_arg(arg, steps=400, batch=128, seeds=1)
 
 
 def get_config(arg=None):

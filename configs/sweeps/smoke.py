@@ -14,12 +14,12 @@ Args (``configs/sweeps/smoke.py:<k>=<v>,...``):
   steps: training steps per run (default 6).
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.sweep import declaration, grid
 
 
 def get_config(arg=None):
-  a = configlib.parse_arg(arg, steps=6)
+  a = config_files.parse_arg(arg, steps=6)
   c = declaration.config_from_file("../quickstart.py", "runlocal=True",
                                    relative_to=__file__)
   c.total_steps = a.steps

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from softattn import losses, optim
+from softattn import configlib, losses, optim
 import softattn_studies as studies
 
 # The paper's "most values within [-0.05, 0.05]" (Sec. 3, model G).
@@ -19,7 +19,7 @@ WEIGHT_BAND = 0.05
 def _model_and_loss(config, y):
   """``(model, mean_loss(logits))`` of a run's config against labels ``y``
   (the config's loss and label smoothing, as in training)."""
-  model = studies.build_model(config)   # classes from the dataset's facts
+  model = configlib.build_model(config)   # classes from the dataset's facts
   onehot = jax.nn.one_hot(y, model.num_classes)
   if config.loss.get("label_smoothing"):
     onehot = losses.smooth_labels(onehot, config.loss.label_smoothing)

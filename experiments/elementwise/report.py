@@ -16,7 +16,7 @@ import numpy as np
 import softattn_studies as studies
 from softattn_studies.claims import ACCURACY, Claim, Metric, pairs
 from softattn_studies.plotspec import Curves, Plot, Points
-from softattn_studies.render import (Cell, Contrast, Estimate, Events,
+from softattn_studies.render import (Cell, ClaimEstimate, Contrast, Events,
                                      Span, Table)
 from softattn.sweep import declaration
 
@@ -228,14 +228,16 @@ FACTS = {
     "attention_per_step": Span([sel(v, p) for v in "ABCDEFGH" for p in (
         "models", TEN_EPOCHS[v])], claims.CPU_PER_STEP, ".2g"),
     "gap": _gap, "noskip_zero": _noskip_zero,
-    **{f"{v}_vs_noattn": Estimate(_vs_noattn(v, TEN_EPOCHS[v],
-                                             "noattn_10ep")) for v in "ACEG"},
+    **{f"{v}_vs_noattn": ClaimEstimate(_vs_noattn(v, TEN_EPOCHS[v],
+                                                  "noattn_10ep"))
+       for v in "ACEG"},
     **{f"alive{s}_{k}": (lambda runs, _, s=s, k=k: _first_steps(runs, s, k))
        for s in (0, 1) for k in ("layer0", "layer1")},
     "first_step_grad": lambda runs, _: _first_steps(runs, 1, None),
     "branch_min": f"{claims.BRANCH_MIN:g}",
     # The single head against its covered BN twins A and C (10 epochs).
-    **{f"single_vs_{label[0]}": Estimate(CLAIM["app.single_equal_D"].at(o))
+    **{f"single_vs_{label[0]}": ClaimEstimate(
+        CLAIM["app.single_equal_D"].at(o))
        for label, o in CLAIM["app.single_equal_D"].covers[1:]},
     # What removing the attention branch costs (probes.branch_effect):
     # every 10-epoch setting runs.csv has it for (G and H: the BN / no-BN

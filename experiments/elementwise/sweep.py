@@ -31,7 +31,7 @@ no-skip model's collapse, an event claim, needs 3); part=separate:
 ``skips`` (``SKIPS``).
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.models.elementwise import PRESETS
 from softattn.sweep import declaration, grid
 
@@ -47,7 +47,7 @@ EXTRAS = {"true": ("single", "noskip"), "false": (), "single": ("single",),
 
 
 def _arg(arg):
-  a = configlib.parse_arg(arg, part="models", scale="reduced",
+  a = config_files.parse_arg(arg, part="models", scale="reduced",
                           dataset="fashion_mnist", seeds=0, epochs=1.0,
                           control_epochs=0.0, control_seeds=0,
                           variants="".join(VARIANTS), extras="true",

@@ -23,7 +23,7 @@ Args: ``scale`` (reduced|full), ``dataset`` (full: cifar10|cifar100),
 56 full), ``subset`` (above).
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.sweep import declaration, grid
 
 BLOCKS = ["softmax", "scaled"]          # NL block, scaled NL block
@@ -44,7 +44,7 @@ EMBED = 8
 def _arg(arg):
   # Reduced: 16x16 inputs (stage 2 at 8x8 = 64 positions); at 28x28 and
   # batch 128 a step is 27.5 GFLOP, ~6 hours for `main` on 2 cores.
-  a = configlib.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
+  a = config_files.parse_arg(arg, scale="reduced", dataset="cifar10", seeds=0,
                           steps=300, batch=64, size=16, depth=0,
                           subset="all")
   declaration.check_choices(

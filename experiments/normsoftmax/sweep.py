@@ -26,7 +26,7 @@ their own loss for the other loss parts; or, part=attention only,
 ``no_warmup`` / ``sgdm`` (``ABLATIONS``). The focus parts: ``report.py``.
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.sweep import declaration, grid
 
 SM, NSM_SQRT, NSM_INF = ("softmax", "normsoftmax(gamma=sqrt_d)",
@@ -52,7 +52,7 @@ ABLATIONS = {"no_warmup": {"schedule.warmup_steps": 0},
 
 
 def _arg(arg):
-  a = configlib.parse_arg(arg, part="attention", scale="reduced", seeds=0,
+  a = config_files.parse_arg(arg, part="attention", scale="reduced", seeds=0,
                           variant_seeds=0, subset="all", steps=1200,
                           gamma=float("inf"))
   declaration.check_choices(a, subset=("all", "focus", *ABLATIONS),

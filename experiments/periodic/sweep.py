@@ -18,7 +18,7 @@ Args: ``scale``, ``seeds``, ``steps`` (reduced), ``lr``, ``wd``,
 ``SUBSETS`` (one focus part's runs).
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.sweep import declaration, grid
 
 MAIN = ["softmax", "sin2_max_shifted", "sin_softmax", "siren_max"]
@@ -53,7 +53,7 @@ def prenorm(name):
 
 
 def _arg(arg):
-  a = configlib.parse_arg(arg, scale="reduced", seeds=0, steps=300, lr=0.0,
+  a = config_files.parse_arg(arg, scale="reduced", seeds=0, steps=300, lr=0.0,
                           wd=1e-4, rotation="uniform", subset="all")
   declaration.check_choices(a, subset=("all", *SUBSETS),
                             scale=declaration.SCALES, rotation=ROTATIONS)

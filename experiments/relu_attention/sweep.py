@@ -21,7 +21,7 @@ in one session, alternating within each size and seed (part
 ``speed_relu6``).
 """
 
-from softattn import configlib
+from softattn import config_files
 from softattn.sweep import declaration, grid
 
 ALPHAS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -48,7 +48,7 @@ AT_ALPHA_HALF = [relu_n(0.5, h) for h in OTHER_ACTS]
 
 
 def _arg(arg):
-  a = configlib.parse_arg(arg, scale="reduced", steps=200, seeds=3,
+  a = config_files.parse_arg(arg, scale="reduced", steps=200, seeds=3,
                           subset="all")
   declaration.check_choices(a, subset=("all", "focus", "speed"),
                             scale=declaration.SCALES)

@@ -19,7 +19,7 @@ MFU, images/s and days it implies.
 """
 
 from softattn.aot.compile import Compiled, Program, compile_config, compile_program
-from softattn.aot.roofline import Estimate, describe, estimate
+from softattn.aot.roofline import RooflineEstimate, describe, estimate
 
 __all__ = ["Compiled", "Program", "compile_config", "compile_program",
-           "Estimate", "describe", "estimate"]
+           "RooflineEstimate", "describe", "estimate"]

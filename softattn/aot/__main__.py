@@ -12,7 +12,7 @@ Runs on a CPU host (no TPU needed; libtpu from ``.[tpu-aot]``). Exit status
 0 when every program fits, 1 when one does not (a result, printed), 2 for a
 config or topology error (one line naming the fix). ``--config`` and its
 ``--config.<field>=<value>`` overrides are read as ``softattn.main`` reads
-them (``softattn.configlib``, which says why not ``config_flags``).
+them (``softattn.config_overrides``, which says why not ``config_flags``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 
 from absl import app, flags, logging
 
-from softattn import configlib
+from softattn import config_overrides, configlib
 
 _CONFIG = flags.DEFINE_string(
     "config", None, "Config file, BigVision style: configs/<name>.py:<arg>; "
@@ -41,7 +41,7 @@ _OVERRIDES: list[tuple[str, str]] = []
 
 def _parse_flags(argv):
   # The --config.<field> overrides are not absl flags: split them off first.
-  rest, overrides = configlib.split_overrides(argv)
+  rest, overrides = config_overrides.split_overrides(argv)
   _OVERRIDES[:] = overrides
   try:
     return flags.FLAGS(rest)
@@ -71,7 +71,7 @@ def main(argv):
   if _CONFIG.value is None or not _TOPOLOGY.value:
     raise app.UsageError("Give --config=<file>.py:<args> and --topology=<name>.")
   try:
-    config = configlib.load_with_overrides(_CONFIG.value, _OVERRIDES)
+    config = config_overrides.load_with_overrides(_CONFIG.value, _OVERRIDES)
     from softattn import aot  # pylint: disable=g-import-not-at-top
     compiled = aot.compile_config(config, _TOPOLOGY.value,
                                   batch=_BATCH.value, programs=_PROGRAMS.value)

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from softattn import configlib, optim, sharding, topology, train
+from softattn import configlib, optim, sharding, topology, train, xla_cost
 from softattn.aot import collectives, datasets, flops as flops_lib, memory
 
 
@@ -56,10 +56,7 @@ class Compiled:
 
 
 def _cost(compiled) -> tuple[float | None, float | None]:
-  cost = compiled.cost_analysis()
-  if isinstance(cost, (list, tuple)):
-    cost = cost[0] if cost else {}
-  cost = cost or {}
+  cost = xla_cost.cost_analysis(compiled)
   return cost.get("flops"), cost.get("bytes accessed")
 
 

@@ -20,7 +20,7 @@ def dataset_info(data_config) -> dict:
   facts = datasets.known(name)
   return dict(
       num_classes=facts.num_classes,
-      image_shape=pipeline.preprocessed_shape(data_config.pp_eval,
-                                              facts.image_shape),
+      image_shape=pipeline.preprocessed_shape(
+          pipeline.pp_string(data_config, "pp_eval"), facts.image_shape),
       num_train=datasets.split_size(name, data_config.train_split),
       num_eval=datasets.split_size(name, data_config.eval_split))

@@ -33,7 +33,7 @@ FLOPS_AGREEMENT = (0.95, 1.10)
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class RooflineEstimate:
   fits: bool
   hbm_gib: float | None            # per chip, train step
   capacity_gib: float
@@ -59,7 +59,7 @@ def terms(flops: float, hbm_bytes: float, ici_bytes: float, chip
           "ICI": ici_bytes / chip.ici_bytes_per_s if ici_bytes else 0.0}
 
 
-def estimate(c: Compiled) -> Estimate:
+def estimate(c: Compiled) -> RooflineEstimate:
   chip = c.topology.chip
   train = c.programs["train"]
   chips = c.topology.num_chips
@@ -67,7 +67,7 @@ def estimate(c: Compiled) -> Estimate:
   hbm = train.hbm_bytes / 2**30 if train.hbm_bytes is not None else None
   cap = chip.hbm_bytes / 2**30
   if not train.fits or not train.flops:
-    return Estimate(fits, hbm, cap, None, None, None, None, None, None)
+    return RooflineEstimate(fits, hbm, cap, None, None, None, None, None, None)
   hbm_bytes = (train.hbm_traffic if train.hbm_traffic is not None
                else train.bytes_accessed) or 0.0
   ici_bytes = train.traffic.ici_bytes if train.traffic is not None else 0.0
@@ -77,11 +77,11 @@ def estimate(c: Compiled) -> Estimate:
   model_flops = c.analytic_train_flops
   mfu = model_flops / (chips * chip.peak_bf16_flops * step)
   ratio = train.flops * chips / model_flops if model_flops else None
-  return Estimate(fits, hbm, cap, step, bound, mfu,
-                  c.config.batch_size / step,
-                  c.config.total_steps * step / 86400.0, ratio,
-                  t["compute"], t["HBM"], t["ICI"], hbm_bytes,
-                  train.bytes_accessed, ici_bytes)
+  return RooflineEstimate(fits, hbm, cap, step, bound, mfu,
+                          c.config.batch_size / step,
+                          c.config.total_steps * step / 86400.0, ratio,
+                          t["compute"], t["HBM"], t["ICI"], hbm_bytes,
+                          train.bytes_accessed, ici_bytes)
 
 
 def describe(c: Compiled) -> str:

@@ -47,6 +47,10 @@ ROWS = [
           note="`dtype=bfloat16`: activations and matmuls in bf16, float32 "
           "parameters, optimizer and loss (configs/i21k_vit.py).")
       for t in ("v4-32", "v5e-256")],
+    Row("i21k ViT-B/16, 4 registers", _I21K.format("B/16") + ",registers=4",
+        "v4-32", note="`registers=4`: four register tokens (Darcet et al. "
+        "2023), appended after the patches without a position embedding "
+        "and dropped before the head: every block sees L = 196 + 4 tokens."),
     Row("i21k ViT-L/16, remat", _I21K.format("L/16") + ",remat=True", "v4-32",
         note="`remat=True`: nn.remat per block (unrolled) "
         "(nothing_saveable), for L/16 at 256 images per chip."),

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
   tfds.disable_progress_bar()
   try:
     counts = prepare.prepare_fashion_mnist(args.data_dir, args.source_dir)
-  except prepare.PrepareError as e:
+  except prepare.FashionMnistPrepareError as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
   print(f"fashion_mnist ready in {args.data_dir or 'the TFDS default dir'}: "
@@ -69,7 +69,7 @@ def _imagenet21k(args) -> int:
                                  processes=args.processes,
                                  num_shards=args.num_shards,
                                  build_dir=args.build_dir)
-  except imagenet21k.PrepareError as e:
+  except imagenet21k.ImageNet21kPrepareError as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
   for line in imagenet21k.summary(report):

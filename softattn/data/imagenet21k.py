@@ -68,7 +68,7 @@ MAX_DEFAULT_PROCESSES = 32
 _COUNTS = ("kept", "cmyk", "not_jpeg", "undecodable")
 
 
-class PrepareError(RuntimeError):
+class ImageNet21kPrepareError(RuntimeError):
   """The dataset cannot be built as asked (message names the fix)."""
 
 
@@ -115,16 +115,17 @@ def i1k_table_applies(wnids: list[str]) -> bool:
   """Whether ``softattn.data.i1k_in_i21k`` indexes these labels.
 
   The shipped table is for the sorted fall11 wnids: with 21,843 labels it
-  must match entry for entry (else PrepareError); with any other count
-  (winter21) it does not apply and the run needs
+  must match entry for entry (else ImageNet21kPrepareError); with any
+  other count (winter21) it does not apply and the run needs
   ``config.eval.i21k_wnids_file`` (the dataset's ``label.labels.txt``).
   """
   if len(wnids) != FALL11_CLASSES:
     return False
   mismatch = _i1k_mismatch(wnids)
   if mismatch:
-    raise PrepareError(f"{len(wnids)} synsets like fall11, but {mismatch}: "
-                       "this is not the fall11 synset list")
+    raise ImageNet21kPrepareError(
+        f"{len(wnids)} synsets like fall11, but {mismatch}: this is not the "
+        "fall11 synset list")
   return True
 
 
@@ -229,7 +230,7 @@ def _check_plan(build: epath.Path, plan: Plan) -> None:
   path = build / "plan.json"
   if path.exists():
     if json.loads(path.read_text()) != plan.to_json():
-      raise PrepareError(
+      raise ImageNet21kPrepareError(
           f"{build} holds an interrupted build of another source or shard "
           "count; rerun with the same --source/--num_shards, or delete it")
   else:
@@ -250,12 +251,12 @@ def _encode_jobs(build, plan, todo):
     return (plan.tasks[i], [label[s.wnid] for s in plan.tasks[i]],
             plan.num_shards, os.fspath(build / f"task-{i:05d}.records"), tars)
 
-  if not any(s.kind == "stream" for s in plan.tasks[0]):
+  if not any(s.kind == "gzip_release" for s in plan.tasks[0]):
     yield from ((i, encode_task, args(i)) for i in todo)
     return
   task_of = {s.wnid: i for i in todo for s in plan.tasks[i]}
   collected = {}
-  for wnid, data in source_lib.stream_synset_tars(plan.source, set(task_of)):
+  for wnid, data in source_lib.gzip_release_tars(plan.source, set(task_of)):
     i = task_of[wnid]
     collected.setdefault(i, {})[wnid] = data
     if len(collected[i]) == len(plan.tasks[i]):
@@ -330,12 +331,12 @@ def prepare(source: str, data_dir: str | None = None, *,
                     or "~/tensorflow_datasets").expanduser()
   version_dir = root / NAME / VERSION
   if (version_dir / "dataset_info.json").exists():
-    raise PrepareError(f"{version_dir} is already prepared; delete it to "
-                       "build again")
+    raise ImageNet21kPrepareError(
+        f"{version_dir} is already prepared; delete it to build again")
   try:
     plan = make_plan(source, num_shards, task_bytes)
   except source_lib.SourceError as e:
-    raise PrepareError(str(e)) from None
+    raise ImageNet21kPrepareError(str(e)) from None
   applies = i1k_table_applies(plan.wnids)
   build = epath.Path(build_dir) if build_dir else root / f"{NAME}.build"
   _check_plan(build, plan)
@@ -346,7 +347,7 @@ def prepare(source: str, data_dir: str | None = None, *,
   try:
     tasks, resumed_tasks = _encode(build, plan, processes, log)
   except source_lib.SourceError as e:
-    raise PrepareError(str(e)) from None
+    raise ImageNet21kPrepareError(str(e)) from None
   shards, resumed_shards, template = _write_shards(
       build, plan, tasks, version_dir, processes, log)
 

@@ -88,12 +88,12 @@ def _to_the_end(archive: tarfile.TarFile):
 
 @dataclasses.dataclass(frozen=True)
 class Synset:
-  """Where one synset's images are: ``kind`` is release / stream (in a
-  ``.tar.gz``) / tar / folder."""
+  """Where one synset's images are: ``kind`` is release / gzip_release (in a
+  ``.tar.gz``, read in archive order) / tar / folder."""
   wnid: str
   kind: str
   path: str
-  offset: int = 0   # release: where its tar starts; stream: archive order
+  offset: int = 0   # release: where its tar starts; gzip_release: its order
   size: int = 0     # bytes (tar member, tar file, or the folder's images)
 
 
@@ -117,17 +117,18 @@ def _synset_members(outer: tarfile.TarFile, path: str):
 
 def _release_synsets(path: str) -> list[Synset]:
   """The synset tars of a release tar; a ``.tar.gz`` is read through once
-  (``stream``: gzip has no random access, ``offset`` is the archive order)."""
+  (``gzip_release``: gzip has no random access, ``offset`` is the archive
+  order)."""
   if _is_gzip(path):
     with _CheckedTarFile.open(path, "r|gz") as outer:
-      return [Synset(wnid, "stream", path, i, m.size)
+      return [Synset(wnid, "gzip_release", path, i, m.size)
               for i, (wnid, m) in enumerate(_synset_members(outer, path))]
   with _CheckedTarFile.open(path, "r:") as outer:  # headers; seeks past data
     return [Synset(wnid, "release", path, m.offset_data, m.size)
             for wnid, m in _synset_members(outer, path)]
 
 
-def stream_synset_tars(path: str, wanted: set[str]):
+def gzip_release_tars(path: str, wanted: set[str]):
   """``(wnid, synset tar bytes)`` for the ``wanted`` synsets of a ``.tar.gz``,
   in archive order; the others are decompressed and passed over."""
   with _CheckedTarFile.open(path, "r|gz") as outer:
@@ -207,8 +208,8 @@ def _tar_images(fileobj) -> Iterator[tuple[str, bytes]]:
 def iter_images(synset: Synset, data: bytes | None = None
                 ) -> Iterator[tuple[str, bytes]]:
   """``(file name, bytes)`` of every file of one synset, in source order
-  (``data``: the synset tar itself, for a ``stream`` synset)."""
-  if synset.kind == "stream":
+  (``data``: the synset tar itself, for a ``gzip_release`` synset)."""
+  if synset.kind == "gzip_release":
     yield from _tar_images(io.BytesIO(data))
     return
   if synset.kind == "folder":

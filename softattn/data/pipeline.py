@@ -3,13 +3,14 @@
 Train (``make_train_iter``): each process reads its own slice of the split
 (``tfds.even_splits`` by ``jax.process_index()``), so processes never share an
 example. All examples are kept: slices may differ by one, which only shifts
-that process's epoch boundaries, since every process's stream is endless.
-The process-local stream is an endless sequence of epochs, and batches run on
-across epoch boundaries like ``repeat()``. Example ``i`` of the stream is
-preprocessed with the stateless seed ``(seed, process, i)``, so the batch at
-step ``k`` is a pure function of ``(seed, k)``: ``start_step=k`` yields exactly
-the batches an uninterrupted run would have seen from step ``k`` on. Epoch
-``e`` is ordered by a seed derived from ``(seed, e)``, in one of two ways:
+that process's epoch boundaries, since every process's example sequence is
+endless. The process-local example sequence is an endless run of epochs, and
+batches run on across epoch boundaries like ``repeat()``. Example ``i`` of
+the sequence is preprocessed with the stateless seed ``(seed, process, i)``,
+so the batch at step ``k`` is a pure function of ``(seed, k)``:
+``start_step=k`` yields exactly the batches an uninterrupted run would have
+seen from step ``k`` on. Epoch ``e`` is ordered by a seed derived from
+``(seed, e)``, in one of two ways:
 
 * In memory (``cache=True``, fixed-size images: Fashion-MNIST, CIFAR): the
   split is decoded once; epoch ``e`` is a full random permutation drawn by
@@ -18,8 +19,8 @@ the batches an uninterrupted run would have seen from step ``k`` on. Epoch
   trailing ``value_range``/``standardize``/``to_rgb`` to the batch, a batch
   is one gather.
 * Streamed (otherwise, e.g. ImageNet): records are read in their stored order
-  (TFDS wrote them in a hashed, random order, so the stream is shuffled on
-  disk already) through a shuffle buffer seeded per epoch; a full permutation
+  (TFDS wrote them in a hashed, random order, so they are shuffled on disk
+  already) through a shuffle buffer seeded per epoch; a full permutation
   when the buffer covers the slice, weaker when it is much smaller. A resume
   skips the records before step ``k`` (read, not decoded).
 
@@ -57,14 +58,28 @@ except (RuntimeError, ValueError):  # already initialised, or no such device.
 
 _DEFAULT_SHUFFLE_BUFFER = 50_000
 _PREFETCH_DEVICE = 2
-# Mixing constants keep seeds of different purposes and processes apart.
-_AUG_STREAM = 0x5EED_A11
-_SHUFFLE_STREAM = 1_000_003
+# Salts: mixing constants keep seeds of different purposes and processes apart.
+_AUG_SALT = 0x5EED_A11
+_SHUFFLE_SALT = 1_000_003
 
 
 def _get(config, key, default=None):
   value = config.get(key, default) if hasattr(config, "get") else default
   return default if value is None else value
+
+
+def pp_string(data_config, key: str) -> str:
+  """The preprocessing string ``data_config.<key>`` (``pp_train``,
+  ``pp_eval``) as the pipeline runs it: with ``data_config.image_size``
+  (an int, or ``(h, w)``) set, ``resize(<image_size>)`` is its last op, so
+  every image is that size (evaluating or fine-tuning a model at another
+  resolution: ``configs/transfer.py``)."""
+  spec = _get(data_config, key, "")
+  size = _get(data_config, "image_size")
+  if size is None:
+    return spec
+  size = tuple(size) if isinstance(size, (list, tuple)) else int(size)
+  return f"{spec}|resize({size})" if spec.strip() else f"resize({size})"
 
 
 def _splits(data_config):
@@ -156,7 +171,7 @@ def _cached_decoded(raw, builder):
 def _example_fn(builder, pp, seed_base: int):
   """``(index, raw example) -> {'image', 'label': int32}`` through ``pp``.
 
-  Example ``index`` of the stream is preprocessed with the stateless seed
+  Example ``index`` of the sequence is preprocessed with the stateless seed
   ``(seed_base, index)``.
   """
   decode = _decoder(builder) if builder is not None else (lambda x: x)
@@ -195,10 +210,10 @@ def _options(ds):
   return ds.with_options(options)
 
 
-def _seed_base(seed: int, stream: int, index: int | None = None) -> int:
-  # Keep within int64 and apart per process (input shard) and purpose.
+def _seed_base(seed: int, salt: int, index: int | None = None) -> int:
+  # Keep within int64 and apart per process (input shard) and purpose (salt).
   index = jax.process_index() if index is None else index
-  return (int(seed) * 1_000_033 + stream * 7919 + index) % 2**62
+  return (int(seed) * 1_000_033 + salt * 7919 + index) % 2**62
 
 
 def _to_global(batch: dict[str, np.ndarray], sharding) -> dict[str, jax.Array]:
@@ -226,8 +241,8 @@ def _load_in_memory(raw, builder, n: int):
   return whole["image"], tf.cast(whole["label"], tf.int32)
 
 
-def _permuted(stream_index, n: int, seed_base: int, max_epochs: int = 1):
-  """Dataset index of stream position(s) ``stream_index`` (int64).
+def _permuted(positions, n: int, seed_base: int, max_epochs: int = 1):
+  """Dataset index of example-sequence position(s) ``positions`` (int64).
 
   Position ``i`` is element ``i % n`` of epoch ``i // n``; epoch ``e`` is the
   permutation ``tf.random.experimental.index_shuffle`` draws from the seed
@@ -235,9 +250,9 @@ def _permuted(stream_index, n: int, seed_base: int, max_epochs: int = 1):
   takes one seed per call, so a vector spanning ``max_epochs`` epochs is
   shuffled once per epoch it may touch and the matching result kept.
   """
-  epoch, position = stream_index // n, stream_index % n
+  epoch, position = positions // n, positions % n
   first = tf.reduce_min(epoch)
-  out = tf.zeros_like(stream_index)
+  out = tf.zeros_like(positions)
   for j in range(max_epochs):
     seed = tf.stack([tf.constant(seed_base, tf.int64), first + j])
     shuffled = tf.random.experimental.index_shuffle(
@@ -252,7 +267,7 @@ def _in_memory_batches(images, labels, *, n, local_batch_size, start_step,
 
   With no per-example op the whole batch is one gather (cheap: no per-example
   tf.data work); otherwise examples are looked up one by one, augmented with
-  the seed of their stream position, and batched.
+  the seed of their position in the sequence, and batched.
   """
   b = local_batch_size
   if per_example is None:
@@ -305,10 +320,10 @@ def train_dataset(data_config, *, local_batch_size: int, seed: int,
     raise ValueError(f"train split {train_split!r} of "
                      f"{_get(data_config, 'name')!r} is empty for process "
                      f"{index}")
-  pp_spec = _get(data_config, "pp_train", "")
+  pp_spec = pp_string(data_config, "pp_train")
   per_example, per_batch = preprocess.parse_split(pp_spec)
-  shuffle_seed = _seed_base(seed, _SHUFFLE_STREAM, index) % 2**31
-  aug_seed = _seed_base(seed, _AUG_STREAM, index)
+  shuffle_seed = _seed_base(seed, _SHUFFLE_SALT, index) % 2**31
+  aug_seed = _seed_base(seed, _AUG_SALT, index)
   cache = bool(_get(data_config, "cache", False))
 
   in_memory = _load_in_memory(raw, builder, n) if cache else None
@@ -381,9 +396,9 @@ def eval_dataset(data_config, split: str, *,
   """
   raw, builder = _raw(data_config, _process_split(split, False))
   n = _count(raw)
-  pp_spec = _get(data_config, "pp_eval", "")
+  pp_spec = pp_string(data_config, "pp_eval")
   fn = _example_fn(builder, preprocess.parse(pp_spec),
-                   _seed_base(0, _AUG_STREAM))
+                   _seed_base(0, _AUG_SALT))
   finish = _finish_fn()
   ds = raw.enumerate().map(lambda i, r: {**finish(fn(i, r)), "mask": True},
                            num_parallel_calls=tf.data.AUTOTUNE)
@@ -440,8 +455,9 @@ def dataset_info(data_config) -> dict:
   counts = [_count(datasets_lib.as_dataset(builder, s)) for s in
             (train_split, eval_split)]
   return dict(num_classes=int(label.num_classes),
-              image_shape=preprocessed_shape(_get(data_config, "pp_eval", ""),
-                                             image.shape, image.tf_dtype),
+              image_shape=preprocessed_shape(
+                  pp_string(data_config, "pp_eval"), image.shape,
+                  image.tf_dtype),
               num_train=counts[0], num_eval=counts[1])
 
 

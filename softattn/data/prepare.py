@@ -40,7 +40,7 @@ _GZIP_MAGIC = b"\x1f\x8b\x08"
 _FNAME = 0x08
 
 
-class PrepareError(RuntimeError):
+class FashionMnistPrepareError(RuntimeError):
   """The source files cannot become the genuine dataset."""
 
 
@@ -53,13 +53,14 @@ def restore_gzip_header(data: bytes, filename: str, mtime: int) -> bytes:
   A file whose header already carries a name is returned unchanged.
   """
   if len(data) < 10 or data[:3] != _GZIP_MAGIC:
-    raise PrepareError(f"{filename} is not a gzip (deflate) file")
+    raise FashionMnistPrepareError(f"{filename} is not a gzip (deflate) file")
   flags = data[3]
   if flags & _FNAME:
     return data
   if flags != 0:
-    raise PrepareError(f"{filename}: unexpected gzip header flags {flags:#x}; "
-                       "not the file Debian's dataset-fashion-mnist ships")
+    raise FashionMnistPrepareError(
+        f"{filename}: unexpected gzip header flags {flags:#x}; not the file "
+        "Debian's dataset-fashion-mnist ships")
   name = filename[:-3] if filename.endswith(".gz") else filename
   return (data[:3] + bytes([_FNAME]) + struct.pack("<I", mtime) + data[8:10]
           + name.encode("latin-1") + b"\0" + data[10:])
@@ -77,14 +78,14 @@ def restore_files(source_dir: str, manual_dir: str, builder) -> None:
   for filename, mtime in _ORIGINAL_MTIME.items():
     path = paths.join(source_dir, filename)  # local or gs://
     if not paths.exists(path):
-      raise PrepareError(
+      raise FashionMnistPrepareError(
           f"{path} is missing; install it with `apt-get install -y "
           f"dataset-fashion-mnist` or pass --source_dir")
     data = restore_gzip_header(paths.read_bytes(path), filename, mtime)
     size, checksum = expected[filename]
     digest = hashlib.sha256(data).hexdigest()
     if len(data) != size or digest != checksum:
-      raise PrepareError(
+      raise FashionMnistPrepareError(
           f"{filename}: after restoring the gzip header, size {len(data)} / "
           f"sha256 {digest} do not match TFDS's registered {size} / "
           f"{checksum}; the file is not the genuine Fashion-MNIST")
@@ -104,12 +105,13 @@ def prepare_fashion_mnist(data_dir: str | None = None,
       (needs network).
 
   Raises:
-    PrepareError: files missing or not genuine, or wrong example counts.
+    FashionMnistPrepareError: files missing or not genuine, or wrong example
+      counts.
   """
   if data_dir and paths.is_remote(data_dir):
     # TFDS writes records with TF's own GCS client (untested offline, and it
     # stages files on local disk anyway): prepare locally, then copy.
-    raise PrepareError(
+    raise FashionMnistPrepareError(
         f"--data_dir={data_dir}: prepare into a local folder, then copy it, "
         f"e.g. `gcloud storage cp -r /tmp/tfds/fashion_mnist {data_dir}/`")
   builder = tfds.builder("fashion_mnist", data_dir=data_dir)
@@ -117,7 +119,7 @@ def prepare_fashion_mnist(data_dir: str | None = None,
     try:
       builder.download_and_prepare()
     except Exception as e:  # network errors come in many types.
-      raise PrepareError(
+      raise FashionMnistPrepareError(
           f"no {DEBIAN_DIR} and the download failed ({type(e).__name__}); "
           "install the files with `apt-get install -y dataset-fashion-mnist` "
           "or pass --source_dir") from e
@@ -134,6 +136,7 @@ def prepare_fashion_mnist(data_dir: str | None = None,
   counts = {split: builder.info.splits[split].num_examples
             for split in _EXPECTED_COUNTS}
   if counts != _EXPECTED_COUNTS:
-    raise PrepareError(f"prepared fashion_mnist has {counts} examples, "
-                       f"expected {_EXPECTED_COUNTS}")
+    raise FashionMnistPrepareError(
+        f"prepared fashion_mnist has {counts} examples, expected "
+        f"{_EXPECTED_COUNTS}")
   return counts

@@ -10,8 +10,8 @@ Every op maps ``(example, seed) -> example`` where ``example`` is a dict with an
 ``image`` (``uint8`` ``[H, W, C]`` until ``value_range`` turns it into float32)
 and a ``label``, and ``seed`` is a stateless seed (int64 ``[2]``). The pipeline
 derives one seed per op from the example's seed, so every random choice is a
-pure function of (run seed, position of the example in the data stream): a
-resumed run sees the very same augmented images (``softattn.data.pipeline``).
+pure function of (run seed, position of the example in the process's example
+sequence): a resumed run sees the very same augmented images (``softattn.data.pipeline``).
 
 Strings are parsed with ``ast`` (never ``eval``); an unknown op raises a
 ``ValueError`` listing the valid ones, bad arguments name the op's signature.

@@ -1,6 +1,9 @@
-"""Models selectable by name: ``build_model(name, **kwargs)``.
+"""Models selectable by name (``config.model_name``): ``names``, ``model_class``.
 
-Every model is a ``flax.linen.Module`` called as
+A config's model is built by ``softattn.configlib.build_model(config)``, the
+one way to build one: the class ``config.model_name`` names, with
+``config.model`` as its arguments (and its fields checked). Every model is a
+``flax.linen.Module`` called as
 ``model.apply(variables, images, train=bool, rngs={'dropout': r},
 mutable=[...])`` on float32 NHWC images, returning ``[B, num_classes]``
 logits. BatchNorm statistics live in ``batch_stats`` (mutable when
@@ -31,25 +34,21 @@ _MODELS = {
 
 
 def names() -> list[str]:
-  """Every model name ``build_model`` accepts."""
+  """Every model name ``model_class`` (``config.model_name``) accepts."""
   return sorted(_MODELS)
 
 
-def build_model(name: str, **kwargs) -> nn.Module:
-  """The model ``name`` configured by ``kwargs`` (its dataclass fields).
+def model_class(name: str) -> type[nn.Module]:
+  """The class of model ``name``; its dataclass fields are its arguments.
 
   Raises:
-    ValueError: unknown model name (lists the valid ones) or unknown kwarg.
+    ValueError: unknown model name (lists the valid ones).
   """
   if name not in _MODELS:
     raise ValueError(f"unknown model {name!r}; valid names: "
                      f"{', '.join(names())}")
   module, attr = _MODELS[name]
-  cls = getattr(importlib.import_module(module), attr)
-  try:
-    return cls(**kwargs)
-  except TypeError as e:
-    raise ValueError(f"bad arguments for model {name!r}: {e}") from None
+  return getattr(importlib.import_module(module), attr)
 
 
 # Field checks the models run when built (``__post_init__``), so that a bad

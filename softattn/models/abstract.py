@@ -1,24 +1,17 @@
 """A config's model without its data: the module, variable shapes, size.
 
 What tests, memory analyses, the AOT launch table and the studies need of a
-model before (or instead of) training it: the class count and input shape
-come from the dataset's offline facts (``softattn.data.datasets.KNOWN``),
-the variables from ``jax.eval_shape`` of ``model.init`` (nothing computed).
+model before (or instead of) training it: the model from
+``softattn.configlib.build_model`` (its class count from the dataset's
+offline facts, ``softattn.data.datasets.KNOWN``, as is the input shape), the
+variables from ``jax.eval_shape`` of ``model.init`` (nothing computed).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-
-def build_model(config):
-  """The config's model, ``num_classes`` filled from the dataset name."""
-  from softattn import models  # pylint: disable=g-import-not-at-top
-  from softattn.data import datasets  # pylint: disable=g-import-not-at-top
-  kw = config.model.to_dict()
-  if kw.get("num_classes") is None:
-    kw["num_classes"] = datasets.known(config.data.name).num_classes
-  return models.build_model(config.model_name, **kw)
+from softattn import configlib
 
 
 def build_abstract(config, image_shape=None):
@@ -31,7 +24,7 @@ def build_abstract(config, image_shape=None):
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   if image_shape is None:
     image_shape = input_shape(config)
-  model = build_model(config)
+  model = configlib.build_model(config)
   x = jax.ShapeDtypeStruct((2, *image_shape), jnp.float32)
   shapes = jax.eval_shape(
       lambda: model.init({"params": jax.random.key(0),

@@ -24,7 +24,11 @@ big_vision key                                   ours
 ===============================================  ==============================
 
 A different grid size (e.g. fine-tuning at a higher resolution) resamples the
-position embedding bilinearly. Parameters only softattn has (learnable
+position embedding bilinearly (``softattn.models.vit.resample_posemb``).
+Register tokens (``registers``, ``num_registers > 0``) are not in big_vision's
+ViT: a checkpoint without them loads into a model with them only with
+``dont_load=("registers",)`` (fresh registers), and the error says so.
+Parameters only softattn has (learnable
 normalizer parameters ``norm_*``, the gate, ``query_ln``/``key_ln``) are taken
 from the model's own init; anything else missing, any unexpected key, or a
 shape mismatch raises ``ValueError`` naming the keys (``dont_load`` lists
@@ -40,9 +44,8 @@ from typing import Any, Iterable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.ndimage
 
-from softattn.models.vit import PRE_LOGITS
+from softattn.models.vit import PRE_LOGITS, resample_posemb
 
 OURS_ONLY = re.compile(r"(^|/)(norm_[^/]+|gate|query_ln|key_ln)(/|$)")
 
@@ -126,6 +129,7 @@ def load_big_vision_npz(path, model, *, image_size: int | None = None,
 
   patterns = [re.compile(p) for p in dont_load]
   skip = lambda k: any(p.fullmatch(k) for p in patterns)
+  _check_registers(ckpt, template, skip)
   from_init = [k for k in template
                if (k not in ckpt and OURS_ONLY.search(k)) or skip(k)]
   missing = [k for k in template
@@ -218,8 +222,24 @@ def _fix_posemb(ckpt, template):
 
 
 def _resample(pe, n):
-  """Bilinear resize of a ``[1, g*g, D]`` posemb grid to ``n`` rows."""
-  g_old, g_new = int(round(np.sqrt(pe.shape[1]))), int(round(np.sqrt(n)))
-  grid = pe.reshape(g_old, g_old, -1)
-  zoom = (g_new / g_old, g_new / g_old, 1)
-  return scipy.ndimage.zoom(grid, zoom, order=1).reshape(1, g_new * g_new, -1)
+  """Bilinear resize of a square ``[1, g*g, D]`` posemb grid to ``n`` rows."""
+  g = int(round(np.sqrt(n)))
+  return resample_posemb(pe, (g, g))
+
+
+def _check_registers(ckpt, template, skip) -> None:
+  """One line naming the fix when the checkpoint's register tokens and the
+  model's differ (big_vision's ViT has none)."""
+  have = ckpt["registers"].shape[1] if "registers" in ckpt else 0
+  want = template["registers"].shape[1] if "registers" in template else 0
+  if have == want or skip("registers"):
+    return
+  if not have:
+    raise ValueError(
+        f"the checkpoint has no register tokens (big_vision's ViT has none) "
+        f"but the model has num_registers={want}: pass "
+        f"dont_load=('registers',) to start them from their init "
+        f"(config: init_from.skip='registers'), or set num_registers=0")
+  raise ValueError(f"the checkpoint has {have} register tokens but the model "
+                   f"has num_registers={want}: set num_registers={have}, or "
+                   f"pass dont_load=('registers',) to start them from init")

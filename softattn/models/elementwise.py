@@ -54,7 +54,8 @@ PAPER_COUNTS = {"A": 33_104, "B": 33_084, "C": 58_208, "D": 58_172,
 
 
 class ElementWiseNet(nn.Module):
-  """``build_model('elementwise', variant='B', num_classes=10)``.
+  """``model_name='elementwise'``: ``ElementWiseNet(variant='B',
+  num_classes=10)``.
 
   Attributes:
     variant: ``A``..``H`` (``PRESETS``), or None to use the fields below.

@@ -56,7 +56,7 @@ class ReLUQKVAttention(nn.Module):
 
 
 class LeViTDemo(nn.Module):
-  """``build_model('levit_demo', depth=4, num_classes=100,
+  """``model_name='levit_demo'``: ``LeViTDemo(depth=4, num_classes=100,
   normalizer='sin2_max_shifted')``.
 
   Attributes:

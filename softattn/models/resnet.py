@@ -231,7 +231,7 @@ def _head(module, x, num_classes):
 
 
 class PreResNet(nn.Module):
-  """Pre-activation ResNet; ``build_model('preresnet', depth=56, ...)``.
+  """Pre-activation ResNet (``model_name='preresnet'``); ``depth=56, ...``.
 
   Attributes:
     depth: 20/32/44/56/110 (``6n+2``, basic blocks, CIFAR), 164 (``9n+2``,
@@ -284,8 +284,8 @@ class PreResNet(nn.Module):
 
 
 class WideResNet(nn.Module):
-  """WRN-depth-widen (pre-activation); ``build_model('wrn', depth=28,
-  widen=10)``. ``dropout`` between the block's convs (0.3 in the WRN paper for
+  """WRN-depth-widen (pre-activation, ``model_name='wrn'``); ``depth=28,
+  widen=10``. ``dropout`` between the block's convs (0.3 in the WRN paper for
   some runs; default 0)."""
   depth: int = 28
   widen: int = 10
@@ -325,8 +325,8 @@ RESNET_LAYERS = {18: (BasicBlock, (2, 2, 2, 2)), 34: (BasicBlock, (3, 4, 6, 3)),
 
 
 class ResNet(nn.Module):
-  """ImageNet ResNet v1.5; ``build_model('resnet', depth=50,
-  num_classes=1000)``. ``zero_init_residual``: last BN of each block starts at
+  """ImageNet ResNet v1.5 (``model_name='resnet'``); ``depth=50,
+  num_classes=1000``. ``zero_init_residual``: last BN of each block starts at
   gamma 0 (Goyal et al. 2017; off by default as torchvision)."""
   depth: int = 50
   num_classes: int = 1000

@@ -9,6 +9,8 @@ with ``softattn.models.big_vision_io.load_big_vision_npz``:
     embedding/{kernel,bias}                 patch conv [p, p, C, D]
     pos_embedding                           [1, h*w, D]   (posemb='learn')
     cls                                     [1, 1, D]     (pool='tok')
+    registers                               [1, R, D]     (num_registers=R;
+                                             not in big_vision)
     Transformer/encoderblock_{i}/...        (scan=True: Transformer/encoderblock
                                              with a leading depth axis)
         LayerNorm_0, MultiHeadDotProductAttention_0/{query,key,value,out},
@@ -34,6 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from softattn import models
+from softattn.modes import check_soft_cap
+from softattn.nn import diagnostics as diag
 from softattn.nn.attention import MultiHeadAttention
 
 # big_vision's table (Zhai et al. 2022, Table 2; "mu" is big_vision's tiny
@@ -92,6 +96,82 @@ def posemb_sincos_2d(h, w, width, temperature=10_000.0, dtype=jnp.float32):
   return pe[None].astype(dtype)
 
 
+def infer_grid(rows: int, like: Sequence[int]) -> tuple[int, int]:
+  """The patch grid ``(h, w)`` with ``h * w == rows`` and the aspect ratio of
+  ``like`` ``(h', w')`` (square for a square ``like``).
+
+  Raises:
+    ValueError: no such grid (the message says to give the grid).
+  """
+  lh, lw = int(like[0]), int(like[1])
+  h = int(round(np.sqrt(rows * lh / lw)))
+  w = rows // h if h else 0
+  if h < 1 or h * w != rows or h * lw != w * lh:
+    raise ValueError(f"a position embedding of {rows} rows is no patch grid "
+                     f"of aspect {lh}:{lw}; pass its grid (old_grid=(h, w))")
+  return h, w
+
+
+def _interpolate_axis(x, size: int, axis: int):
+  """Linear interpolation of ``x`` along ``axis`` to ``size`` samples, the
+  ends aligned: sample ``i`` is at input coordinate ``i (n - 1) / (size - 1)``
+  (one sample: the middle)."""
+  n = x.shape[axis]
+  if size == 1:
+    pos = np.full((1,), (n - 1) / 2.0)
+  else:
+    pos = np.arange(size) * ((n - 1) / (size - 1))
+  lo = np.clip(np.floor(pos).astype(np.int64), 0, n - 1)
+  hi = np.minimum(lo + 1, n - 1)
+  frac = (pos - lo).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
+  return (np.take(x, lo, axis=axis) * (1.0 - frac)
+          + np.take(x, hi, axis=axis) * frac)
+
+
+def resample_posemb(posemb, new_grid: Sequence[int],
+                    old_grid: Optional[Sequence[int]] = None, *,
+                    num_prefix: int = 0) -> np.ndarray:
+  """A learned position embedding moved to another patch grid (bilinear).
+
+  ``posemb`` is ``[1, num_prefix + gh * gw, D]``: ``num_prefix`` rows that
+  belong to no grid cell (the class token's, with ``posemb_with_cls``),
+  kept as they are, then the grid in row-major order, resized to
+  ``new_grid`` ``(nh, nw)`` by bilinear interpolation with the corners
+  aligned (row ``i`` of the new grid samples old row ``i (gh - 1) / (nh -
+  1)``, likewise columns). So a grid resampled to itself is returned
+  exactly, the four corner embeddings are kept, and an embedding that is
+  linear in the patch coordinates stays linear. (The sampling of
+  ``scipy.ndimage.zoom(order=1)``, which big_vision's ``resample_posemb``
+  uses; written here with numpy.) A sin-cos embedding is not resampled but
+  recomputed for the new grid (``posemb_sincos_2d``; the ViT does that at
+  every call).
+
+  Args:
+    posemb: the embedding (numpy or jax array).
+    new_grid: ``(nh, nw)`` patches.
+    old_grid: ``(gh, gw)``; default: the grid of ``new_grid``'s aspect ratio
+      with that many rows (``infer_grid``).
+    num_prefix: rows before the grid.
+
+  Returns:
+    ``[1, num_prefix + nh * nw, D]`` numpy array of ``posemb``'s dtype.
+  """
+  pe = np.asarray(posemb)
+  if pe.ndim != 3 or pe.shape[0] != 1:
+    raise ValueError(f"posemb must be [1, rows, D], got shape {pe.shape}")
+  prefix, grid = pe[:, :num_prefix], pe[:, num_prefix:]
+  nh, nw = (int(new_grid[0]), int(new_grid[1]))
+  gh, gw = (infer_grid(grid.shape[1], new_grid) if old_grid is None
+            else (int(old_grid[0]), int(old_grid[1])))
+  if gh * gw != grid.shape[1]:
+    raise ValueError(f"old_grid={(gh, gw)} has {gh * gw} cells but the "
+                     f"posemb has {grid.shape[1]} grid rows")
+  x = grid[0].reshape(gh, gw, -1).astype(np.float64)
+  x = _interpolate_axis(_interpolate_axis(x, nh, 0), nw, 1)
+  x = x.reshape(1, nh * nw, -1).astype(pe.dtype)
+  return np.concatenate([prefix, x], axis=1)
+
+
 class MlpBlock(nn.Module):
   """``Dense(mlp_dim) -> GELU -> Dropout -> Dense(D)`` (big_vision init)."""
   mlp_dim: Optional[int] = None
@@ -131,7 +211,10 @@ class Encoder1DBlock(nn.Module):
     y = MlpBlock(mlp_dim=self.mlp_dim, dropout=self.dropout,
                  dtype_mm=self.dtype_mm)(y, deterministic)
     y = nn.Dropout(rate=self.dropout)(y, deterministic)
-    return x + y, None  # (carry, out) so that nn.scan can drive it
+    x = x + y
+    if diag.wants_sinks(self):  # the residual stream's high-norm tokens
+      diag.sow_sinks(self, diag.token_norm_statistics(x))
+    return x, None  # (carry, out) so that nn.scan can drive it
 
 
 class Encoder(nn.Module):
@@ -172,7 +255,8 @@ class Encoder(nn.Module):
       stack = nn.scan(
           block,
           variable_axes={"params": 0, "diagnostics": 0,
-                         "attention_weights": 0, "intermediates": 0},
+                         "attention_weights": 0, "intermediates": 0,
+                         diag.SINKS: 0},
           split_rngs={"params": True, "dropout": True},
           in_axes=nn.broadcast, length=self.depth)
       x, _ = stack(name="encoderblock", **kw)(x, deterministic)
@@ -189,7 +273,8 @@ class Encoder(nn.Module):
 
 
 class MAPHead(nn.Module):
-  """Multihead attention pooling: a learned probe attends to the tokens."""
+  """Multihead attention pooling: a learned probe attends to the tokens (the
+  ViT passes the patch tokens only)."""
   mlp_dim: Optional[int] = None
   num_heads: int = 12
   attention: Any = None
@@ -197,7 +282,8 @@ class MAPHead(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    n, _, d = x.shape
+    n, l, d = x.shape
+    diag.sow_token_kinds(self, np.full((l,), diag.PATCH))
     probe = self.param("probe", nn.initializers.xavier_uniform(), (1, 1, d),
                        jnp.float32)
     probe = jnp.broadcast_to(probe, (n, 1, d)).astype(x.dtype)
@@ -212,7 +298,7 @@ class MAPHead(nn.Module):
 
 
 class ViT(nn.Module):
-  """Vision Transformer; ``build_model('vit', variant='S/16', ...)``.
+  """Vision Transformer (``model_name='vit'``): ``ViT(variant='S/16', ...)``.
 
   Attributes:
     num_classes: head width; 0/None: no head (returns pre-logits).
@@ -224,16 +310,27 @@ class ViT(nn.Module):
       token (the original ViT layout, ``1 + h*w`` entries; this is what the
       well-known ViT-B/16 count 86,567,656 includes). Default False is
       big_vision's layout (``h*w`` entries, 768 fewer parameters for B/16).
-    pool: ``gap`` (mean of tokens), ``tok`` (class token), ``map`` (MAP head).
+    pool: ``gap`` (mean of the patch tokens), ``tok`` (class token), ``map``
+      (MAP head over the patch tokens).
+    num_registers: register tokens (Darcet et al. 2023, "Vision Transformers
+      Need Registers", arXiv 2309.16588): ``R`` learned tokens
+      (``registers`` ``[1, R, D]``, init normal(1e-6) as DINOv2's code)
+      appended after the patch tokens (and after the class token, which
+      comes first), with no position embedding, and dropped after the
+      encoder, so no pooling sees them. They lengthen the sequence:
+      ``L = [1 +] h*w + R``. 0 (default): the model without them, the same
+      parameters and logits bit for bit.
     rep_size: ``pre_logits`` width (``True``: ``width``) with tanh; 0: none.
     dropout: dropout rate after the posemb and inside every block.
     head_zeroinit: zero-init the head kernel (big_vision default).
     head_bias_init: head bias init (-10 for i21k sigmoid-CE, ReLU paper).
     normalizer, qk_layernorm, gated, output_gate, differential,
     diff_lambda_init, implementation, chunk_size, learnable_init,
-    attention_scale: ``MultiHeadAttention`` settings used by every attention
-      layer (MAP head included; it counts as layer ``depth`` for the
-      differential ``lambda_init``).
+    attention_scale, logits_soft_cap: ``MultiHeadAttention`` settings used
+      by every attention layer (MAP head included; it counts as layer
+      ``depth`` for the differential ``lambda_init``). ``logits_soft_cap``
+      (None: no cap) caps the scaled scores at ``c tanh(s / c)``; checked
+      when the model is built.
     scan: ``nn.scan`` over layers with ``nn.remat`` (``remat_policy``).
     remat: ``nn.remat`` per layer (``remat_policy``), layers unrolled:
       activation memory of one block's inputs per layer, ~1/3 more FLOPs.
@@ -250,6 +347,7 @@ class ViT(nn.Module):
   posemb: str = "learn"
   posemb_with_cls: bool = False
   pool: str = "gap"
+  num_registers: int = 0
   rep_size: int | bool = 0
   dropout: float = 0.0
   head_zeroinit: bool = True
@@ -264,6 +362,7 @@ class ViT(nn.Module):
   chunk_size: Optional[int] = None
   learnable_init: Optional[dict] = None
   attention_scale: Optional[float] = None
+  logits_soft_cap: Optional[float] = None
   scan: bool = False
   remat: bool = False
   remat_policy: str = "nothing_saveable"
@@ -283,6 +382,12 @@ class ViT(nn.Module):
     if self.posemb not in POSEMBS:
       raise ValueError(f"unknown posemb {self.posemb!r}; valid: "
                        f"{', '.join(POSEMBS)}")
+    if (isinstance(self.num_registers, bool)
+        or not isinstance(self.num_registers, (int, np.integer))
+        or self.num_registers < 0):
+      raise ValueError(f"num_registers={self.num_registers!r} is invalid; "
+                       f"use a count >= 0 (0: no register tokens, 4: "
+                       f"Darcet et al.'s choice)")
     models.check_counts(
         dict(depth=("a ViT needs an encoder block; depth 0 would be a linear "
                     "probe of the patch embedding")),
@@ -299,6 +404,7 @@ class ViT(nn.Module):
     if not 0.0 <= self.dropout < 1.0:
       raise ValueError(f"dropout={self.dropout!r} is invalid; it must be in "
                        f"[0, 1).")
+    check_soft_cap(self.logits_soft_cap)
 
   def check_input(self, image_shape) -> None:
     """Raises ``ValueError`` if images of ``image_shape`` ``(H, W, C)`` cannot
@@ -309,6 +415,14 @@ class ViT(nn.Module):
     if h % ph or w % pw:
       raise ValueError(f"image size {(h, w)} is not a multiple of the patch "
                        f"size {(ph, pw)}; resize or pick another patch")
+
+  def token_kinds(self, grid) -> np.ndarray:
+    """``int32[L]``: the kind of each encoder token for a patch ``grid``
+    ``(h, w)``: ``diagnostics.CLS`` (pool ``tok``), then ``PATCH`` for the
+    ``h*w`` patches, then ``REGISTER`` for the ``num_registers`` registers."""
+    cls = [diag.CLS] if self.pool == "tok" else []
+    return np.asarray(cls + [diag.PATCH] * (int(grid[0]) * int(grid[1]))
+                      + [diag.REGISTER] * int(self.num_registers), np.int32)
 
   def _arch(self):
     # ViT-B/16 < variant < fields set explicitly (as big_vision's factory).
@@ -332,7 +446,8 @@ class ViT(nn.Module):
                      learnable_init=self.learnable_init,
                      scale=self.attention_scale, output_gate=self.output_gate,
                      differential=self.differential,
-                     diff_lambda_init=self.diff_lambda_init)
+                     diff_lambda_init=self.diff_lambda_init,
+                     logits_soft_cap=self.logits_soft_cap)
     ph, pw = a["patch_size"]
     self.check_input(images.shape[1:])
     x = nn.Conv(a["width"], (ph, pw), strides=(ph, pw), padding="VALID",
@@ -358,6 +473,13 @@ class ViT(nn.Module):
                            x], axis=1)
       if self.posemb_with_cls:
         x = x + posemb(h * w + 1).astype(x.dtype)
+    r = int(self.num_registers)
+    if r:  # after the posemb: registers have no position
+      regs = self.param("registers", nn.initializers.normal(stddev=1e-6),
+                        (1, r, c), jnp.float32)
+      x = jnp.concatenate(
+          [x, jnp.broadcast_to(regs, (n, r, c)).astype(x.dtype)], axis=1)
+    diag.sow_token_kinds(self, self.token_kinds((h, w)))
     x = nn.Dropout(rate=self.dropout)(x, not train)
 
     x = Encoder(depth=a["depth"], mlp_dim=a["mlp_dim"],
@@ -365,6 +487,8 @@ class ViT(nn.Module):
                 attention=attention, dtype_mm=dtype_mm, scan=self.scan,
                 remat=self.remat, remat_policy=self.remat_policy, name="Transformer")(
                     x, deterministic=not train)
+    if r:
+      x = x[:, :-r]  # pooling sees the class token and the patches only
 
     if self.pool == "map":
       head_attention = ({**attention, "layer_index": a["depth"]}

@@ -16,8 +16,10 @@ import jax.numpy as jnp
 
 from softattn import normalizers as norms
 from softattn.attention import dot_product_attention
+from softattn.modes import soft_cap
 from softattn.normalizers.core import REQUIRED, Normalizer
 from softattn.nn.diagnostics import sow_diagnostics
+from softattn.nn.diagnostics import SINKS, sink_statistics, sow_sinks
 
 GATE_ACTIVATIONS = {"silu": nn.silu, "gelu": nn.gelu, "sigmoid": nn.sigmoid,
                     "relu": nn.relu, "identity": lambda x: x}
@@ -68,9 +70,12 @@ def normalizer_params(module, norm, num_heads, learnable_init=None):
   return out
 
 
-def observe(module, q, k, norm, p, scale=None, mask=None):
+def observe(module, q, k, norm, p, scale=None, mask=None,
+            logits_soft_cap=None):
   """Sows attention weights / diagnostics of ``q [B,Lq,H,D]``, ``k [B,Lk,H,D]``
-  into ``module`` for the collections the caller made mutable.
+  into ``module`` for the collections the caller made mutable
+  (``logits_soft_cap``: the scores are capped first, as the layer's path
+  caps them).
 
   Recomputes the dense scores (the training path may be linear or chunked);
   everything here is under ``stop_gradient``.
@@ -81,6 +86,7 @@ def observe(module, q, k, norm, p, scale=None, mask=None):
              else 1.0 / math.sqrt(d))
   s = jnp.einsum("bqhd,bkhd->bhqk", q, k,
                  preferred_element_type=jnp.float32) * scale
+  s = soft_cap(s, logits_soft_cap)
   s = jax.lax.stop_gradient(s)
   if mask is not None:
     mask = jnp.asarray(mask, bool)
@@ -92,6 +98,7 @@ def observe(module, q, k, norm, p, scale=None, mask=None):
     module.sow("attention_weights", "weights", w)
   if module.is_mutable_collection("diagnostics"):
     sow_diagnostics(module, s, w, norm, resolved, mask)
+  return w  # for the sink diagnostics, which also need the values
 
 
 def wants_observation(module) -> bool:
@@ -99,7 +106,8 @@ def wants_observation(module) -> bool:
   init makes every collection mutable and would return them as variables)."""
   return not module.is_initializing() and (
       module.is_mutable_collection("diagnostics")
-      or module.is_mutable_collection("attention_weights"))
+      or module.is_mutable_collection("attention_weights")
+      or module.is_mutable_collection(SINKS))
 
 
 class MultiHeadAttention(nn.Module):
@@ -148,6 +156,9 @@ class MultiHeadAttention(nn.Module):
       (``auto | dense | chunked | linear | pallas``).
     chunk_size: key/query block size of the chunked path.
     scale: score scale (default: the normalizer's, else ``1/sqrt(head_dim)``).
+    logits_soft_cap: ``c`` caps the scaled scores at ``c tanh(s / c)``
+      before the normalizer (``dot_product_attention``'s argument: dense and
+      chunked paths, ``auto`` picks one); None (default): no cap.
     use_bias: biases on the q/k/v/out projections.
     dtype: matmul dtype (e.g. ``jnp.bfloat16``); parameters stay
       ``param_dtype``; the normalizer always runs in float32.
@@ -159,6 +170,9 @@ class MultiHeadAttention(nn.Module):
     and the quantiles ``score_qNN`` / ``lgrad_qNN`` of the normalizer's input
     and local gradient (``softattn.nn.diagnostics``), from the dense scores.
   * ``attention_weights``: ``weights`` ``[B, H, Lq, Lk]`` for plots.
+  * ``sinks``: per example and head, the top key, its share of the weight
+    and value norm, and the effective rank of the head's output (after the
+    gates, before ``out``): ``softattn.nn.diagnostics.sink_statistics``.
   """
   num_heads: int
   qkv_features: Optional[int] = None
@@ -175,6 +189,7 @@ class MultiHeadAttention(nn.Module):
   implementation: str = "auto"
   chunk_size: Optional[int] = None
   scale: Optional[float] = None
+  logits_soft_cap: Optional[float] = None
   use_bias: bool = True
   kernel_init: Callable = nn.initializers.xavier_uniform()
   bias_init: Callable = nn.initializers.zeros
@@ -213,13 +228,15 @@ class MultiHeadAttention(nn.Module):
     attend = lambda q, k: dot_product_attention(  # noqa: E731
         q, k, v, normalizer=norm, normalizer_params=p, mask=mask,
         scale=self.scale, implementation=self.implementation,
-        chunk_size=self.chunk_size)
+        chunk_size=self.chunk_size, logits_soft_cap=self.logits_soft_cap)
     if self.differential:
       x, q, k = self._differential(attend, q, k, head_dim)
     else:
       x = attend(q, k)
+    weights = None
     if wants_observation(self):  # differential: the first map's weights
-      observe(self, q, k, norm, p, self.scale, mask)
+      weights = observe(self, q, k, norm, p, self.scale, mask,
+                        logits_soft_cap=self.logits_soft_cap)
     if self.output_gate is not None:
       if self.output_gate not in OUTPUT_GATES:
         raise ValueError(f"unknown output_gate {self.output_gate!r}; valid: "
@@ -237,6 +254,8 @@ class MultiHeadAttention(nn.Module):
                          f"valid: {', '.join(GATE_ACTIVATIONS)}")
       gate = GATE_ACTIVATIONS[self.gate_activation](dense("gate")(inputs_q))
       x = x * gate.astype(x.dtype)
+    if weights is not None and self.is_mutable_collection(SINKS):
+      sow_sinks(self, sink_statistics(weights, v, x, mask))
     return nn.DenseGeneral(
         features=features, axis=(-2, -1), use_bias=self.use_bias,
         kernel_init=self.kernel_init, bias_init=self.bias_init,

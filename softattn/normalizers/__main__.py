@@ -1,6 +1,7 @@
 """``python -m softattn.normalizers``: prints the README's normalizer table,
-rendered from the registry (``registry.markdown_table``)."""
+rendered from the registry; ``--kernels-table`` docs/kernels.md's table of
+modes; ``--write`` rewrites both between their markers (``tables``)."""
 
-from softattn.normalizers import markdown_table
+from softattn.normalizers import tables
 
-print(markdown_table())
+tables.main()

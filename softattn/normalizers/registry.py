@@ -79,6 +79,11 @@ def names() -> list[str]:
   return sorted(_REGISTRY)
 
 
+def declarations() -> list[Normalizer]:
+  """Every registered ``Normalizer`` (not the factories), sorted by name."""
+  return [_REGISTRY[k] for k in names() if isinstance(_REGISTRY[k], Normalizer)]
+
+
 def _unknown(name):
   return ValueError(
       f"unknown normalizer {name!r}; valid names: {', '.join(names())}.")
@@ -198,8 +203,9 @@ def streams_as(norm: Normalizer) -> str:
 def markdown_table() -> str:
   """The README's normalizer table, one row per registered name.
 
-  ``python -m softattn.normalizers`` prints it; ``tests/test_readme_table.py``
-  checks that README.md holds exactly this table.
+  ``python -m softattn.normalizers`` prints it (``tables``);
+  ``tests/test_readme_normalizers.py`` checks that README.md holds exactly
+  this table.
   """
   lines = ["| name | weights | streams as | source |", "|---|---|---|---|"]
   for key in names():

@@ -23,7 +23,7 @@ transform is traced into the kernel and differentiated there with
   ``pallas_attention`` runs when the target is a GPU (``target_platform``).
 """
 
-from softattn.pallas.tpu.blocks import block_sizes, chip, footprint
+from softattn.pallas.tpu.blocks import block_sizes, budget, footprint
 from softattn.pallas.wrapper import (
     FUSED_MODES, pallas_attention, target_chip, target_platform,
     unsupported_reason)

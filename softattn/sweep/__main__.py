@@ -174,9 +174,9 @@ def _report(args) -> int:
     f = r["fit"]
     print(f"{group}: " + (f.summary() if f is not None else
                           f"no fit ({r['reason']})"))
-  failed = [row for row in res["rows"] if row["state"] != runstate.State.DONE]
-  for row in failed:
-    print(f"{row['state']}: {row['run']}: {row['reason']}")
+  for run in res["runs"]:
+    if run.state != runstate.State.DONE:
+      print(f"{run.state}: {run.name}: {run.message}")
   for run, bad in res["unparsable"].items():
     print(f"warning: {run}: {paths.describe_unparsable(bad)}",
           file=sys.stderr)

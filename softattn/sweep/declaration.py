@@ -15,8 +15,8 @@ rejects config keys it does not know. Because the base config is the file's own
 ``get_config``, every run is launched as ``python -m softattn.main
 --config=<file>:<arg> --workdir=<sweep_dir>/<run> --config.<field>=<value> ...``,
 so a run can be reproduced by hand from its printed command, locally or on a TPU
-VM, and the overrides are checked here by the same ``softattn.configlib`` code
-that ``softattn.main`` applies them with.
+VM, and the overrides are checked here by the same ``softattn.config_overrides``
+code that ``softattn.main`` applies them with.
 
 Every override is checked against the base config *before anything runs*: a path
 that names no field, a subtree instead of a leaf, a field whose base value is
@@ -35,7 +35,7 @@ import ml_collections
 from ml_collections import config_dict
 from ml_collections.config_flags import config_path as cfg_path
 
-from softattn import configlib
+from softattn import config_files, config_overrides, config_schema
 from softattn.sweep import grid
 
 # Types ``config_flags`` knows how to parse from a ``--config.<field>=`` flag.
@@ -47,11 +47,14 @@ class SweepError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Run:
-  """One point of the sweep: its name, overrides and fully resolved config."""
+class RunSpec:
+  """One declared point of a sweep: its name, overrides and fully resolved
+  config (None for a run known only by name and overrides, e.g. from a
+  ``sweep.json``; its folder's ``config.json`` then says the rest). What
+  became of it is a ``records.RunRecord``."""
   name: str
   overrides: dict[str, Any]
-  config: ml_collections.ConfigDict
+  config: ml_collections.ConfigDict | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,14 +63,14 @@ class Sweep:
   path: str  # the config file as given on the command line
   arg: str | None
   base: ml_collections.ConfigDict
-  runs: list[Run]
+  runs: list[RunSpec]
 
   @property
   def config_flag(self) -> str:
     """The ``--config=`` value that loads the base config."""
     return self.path if self.arg is None else f"{self.path}:{self.arg}"
 
-  def select(self, patterns: Sequence[str]) -> list[Run]:
+  def select(self, patterns: Sequence[str]) -> list[RunSpec]:
     """The runs whose names match any of the glob ``patterns`` (all if none).
 
     Raises:
@@ -82,7 +85,7 @@ class Sweep:
     return [r for r in self.runs
             if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
 
-  def run(self, name: str) -> Run:
+  def run(self, name: str) -> RunSpec:
     for r in self.runs:
       if r.name == name:
         return r
@@ -92,19 +95,19 @@ class Sweep:
 
 def split_spec(spec: str) -> tuple[str, str | None]:
   """``"configs/sweeps/x.py:demo"`` -> ``("configs/sweeps/x.py", "demo")``."""
-  return configlib.split_spec(spec)
+  return config_files.split_spec(spec)
 
 
 def _call(fn, arg):
   try:
-    return configlib.call_with_arg(fn, arg)
+    return config_files.call_with_arg(fn, arg)
   except ValueError as e:
     raise SweepError(str(e)) from None
 
 
 def _load_module(path: str):
   try:
-    return configlib.config_module(path)
+    return config_files.config_module(path)
   except ValueError as e:
     raise SweepError(f"sweep {e}") from None
 
@@ -142,7 +145,7 @@ def image_config(dataset: str, pp_train: str, pp_eval: str, *,
   """``default_config()`` on the TFDS image dataset ``dataset`` (splits
   train / test, cached, ``data_dir`` left to TFDS), with the top-level
   ``fields`` set: the base of a sweep config built by hand."""
-  c = configlib.default_config()
+  c = config_schema.default_config()
   c.data.name = dataset
   c.data.data_dir = config_dict.placeholder(str)
   c.data.train_split, c.data.eval_split = "train", "test"
@@ -155,7 +158,7 @@ def image_config(dataset: str, pp_train: str, pp_eval: str, *,
 
 
 def select_all(sweeps: Sequence[Sweep], patterns: Sequence[str]
-               ) -> list[list[Run]]:
+               ) -> list[list[RunSpec]]:
   """``Sweep.select`` over several sweeps run as one (a study's parts): each
   sweep's runs that match any pattern; a pattern must match a run in at
   least one of them.
@@ -222,14 +225,15 @@ def load(spec: str, *, extra: Sequence[str] = ()) -> Sweep:
   runs = []
   for name, o in zip(names, overrides):
     o = {**o, **extra_overrides}
-    runs.append(Run(name=name, overrides=o, config=resolve(base, o, name)))
+    runs.append(RunSpec(name=name, overrides=o,
+                        config=resolve(base, o, name)))
   return Sweep(path=path, arg=arg, base=base, runs=runs)
 
 
 def check_field(config: ml_collections.ConfigDict, path: str) -> type:
   """Returns the type of leaf ``path`` in ``config``, or raises ``SweepError``."""
   try:
-    return configlib.field_type(config, path)
+    return config_overrides.field_type(config, path)
   except ValueError as e:
     raise SweepError(f"override: {e}") from None
 
@@ -261,14 +265,15 @@ def parse_assignments(assignments: Sequence[str],
     if not sep:
       raise SweepError(f"--set {text!r}: expected field=value.")
     try:
-      out[path] = configlib.parse_value(base, path, raw)
+      out[path] = config_overrides.parse_value(base, path, raw)
     except ValueError as e:
       raise SweepError(f"--set: {e}") from None
   return out
 
 
 def flag_value(value: Any) -> str:
-  """The text ``configlib.parse_value`` (as ``config_flags``) reads back as ``value``."""
+  """The text ``config_overrides.parse_value`` (as ``config_flags``) reads
+  back as ``value``."""
   if isinstance(value, bool):
     return "true" if value else "false"
   if isinstance(value, float):
@@ -283,7 +288,7 @@ def override_flags(overrides: dict[str, Any]) -> list[str]:
   return [f"--config.{k}={flag_value(v)}" for k, v in overrides.items()]
 
 
-def main_args(sweep: Sweep, run: Run, workdir: str) -> list[str]:
+def main_args(sweep: Sweep, run: RunSpec, workdir: str) -> list[str]:
   """Arguments of ``python -m softattn.main`` for ``run`` under ``workdir``."""
   run_dir = workdir.rstrip("/") + "/" + run.name
   return [f"--config={sweep.config_flag}", f"--workdir={run_dir}",

@@ -12,27 +12,29 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from softattn import paths  # pylint: disable=g-import-not-at-top
+from softattn.sweep import records  # pylint: disable=g-import-not-at-top
 
 
-def plot_scaling(rows: Sequence[dict], fits: dict, path: str, *,
-                 compute_key: str, xlabel: str, ylabel: str,
+def plot_scaling(runs: Sequence[records.RunRecord], fits: dict, path: str, *,
+                 group_by: str, compute_key: str, xlabel: str, ylabel: str,
                  title: str = "") -> None:
-  """Draws finished runs as points and each group's fit as a line.
+  """Draws finished runs as points (error: their ``value/error``) and each
+  group's (``group_by`` setting's) fit as a line.
 
   Failed runs have no error to plot; the table lists them with reasons and the
   legend counts them so a reader sees that something is missing.
   """
   fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-  groups = list(dict.fromkeys(r["group"] for r in rows))
+  groups = list(dict.fromkeys(r.label(group_by) for r in runs))
   for i, group in enumerate(groups):
     color = colors[i % len(colors)]
-    mine = [r for r in rows if r["group"] == group]
-    ok = [r for r in mine if r["state"] == "done" and r["error"] is not None
-          and r.get(compute_key)]
+    mine = [r for r in runs if r.label(group_by) == group]
+    ok = [r for r in mine if r.done and r.value("value/error") is not None
+          and r.value(compute_key)]
     not_ok = len(mine) - len(ok)
-    xs = np.array([r[compute_key] for r in ok], np.float64)
-    ys = np.array([r["error"] for r in ok], np.float64)
+    xs = np.array([r.value(compute_key) for r in ok], np.float64)
+    ys = np.array([r.value("value/error") for r in ok], np.float64)
     label = group + (f" ({not_ok} failed or unfinished)" if not_ok else "")
     res = fits.get(group) or {}
     f = res.get("fit")

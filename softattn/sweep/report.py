@@ -1,7 +1,8 @@
 """Collects a sweep's runs into one table, fits and plots error vs compute.
 
 ``report(sweep_dir)`` reads every run directory (the runs named in
-``sweep.json``, or every sub-directory that looks like a run) and writes:
+``sweep.json``, or every sub-directory that looks like a run) into a
+``records.RunRecord`` and writes:
 
 * ``results.csv`` / ``results.md``: one row per run: its swept fields, state
   (``runstate.State``: ``done``, ``failed`` with its ``kind``, ``preempted``,
@@ -23,28 +24,18 @@ and by ``sweep report``.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
+import operator
 from typing import Any, Sequence
 
 from softattn import paths, runstate
 from softattn.sweep import fit as fit_lib
-from softattn.sweep import rundir
+from softattn.sweep import declaration, records, rundir
 
 COMPUTE_AXES = {
     "flops": ("train_flops", "training compute (FLOPs = XLA FLOPs/step x steps)"),
     "core_seconds": ("core_seconds", "training compute (measured core-seconds)"),
 }
-
-
-def _nested(config: dict | None, path: str) -> Any:
-  node = config
-  for key in path.split("."):
-    if not isinstance(node, dict) or key not in node:
-      return None
-    node = node[key]
-  return node
 
 
 def find_metric(record: dict, metric: str) -> tuple[str, Any] | None:
@@ -82,103 +73,78 @@ def final_metric(run_dir: str, record: runstate.Status | None, metric: str,
   return hit[1], None
 
 
-def _num_params(records: Sequence[dict]) -> int | None:
-  """The model's parameter count, from the loop's ``info`` record."""
-  for record in records:
-    if record.get("split") == "info" and "num_params" in record:
-      return record["num_params"]
-  return None
-
-
 def _short_names(fields: Sequence[str]) -> dict[str, str]:
   last = [f.rsplit(".", 1)[-1] for f in fields]
   return {f: (s if last.count(s) == 1 else f) for f, s in zip(fields, last)}
 
 
-def collect(sweep_dir: str, *, metric: str = "accuracy",
-            group_by: str = "model.normalizer", spec: str | None = None
-            ) -> tuple[list[dict], list[str]]:
-  """One row per run of the sweep in ``sweep_dir``, and the swept fields.
+def read_sweep(sweep_dir: str, *, metric: str = "accuracy",
+               group_by: str = "model.normalizer", spec: str | None = None
+               ) -> tuple[list[records.RunRecord], list[str]]:
+  """The record of each run of the sweep in ``sweep_dir``
+  (``records.collect``), and the swept fields.
 
   The runs are those of ``spec`` (a sweep config, e.g. for a sweep launched on
   TPU VMs and copied back, which has no ``sweep.json``), else those recorded in
   ``sweep.json`` by ``sweep run``, else every sub-directory that looks like a
-  run (its swept fields then unknown).
+  run (its swept fields then unknown). Each record holds the swept fields and
+  ``group_by`` as settings, its final ``metric`` as ``final/<metric>`` and
+  ``value/error`` = 1 - metric; a run that finished without a finite final
+  metric is ``failed``.
   """
   manifest = rundir.read_json(paths.join(sweep_dir, rundir.MANIFEST))
   if spec is not None:
-    from softattn.sweep import declaration  # pylint: disable=g-import-not-at-top
-    runs = [(r.name, r.overrides) for r in declaration.load(spec).runs]
+    specs = declaration.load(spec).runs
   elif manifest is not None:
-    runs = [(r["name"], r.get("overrides", {})) for r in manifest["runs"]]
+    specs = [declaration.RunSpec(r["name"], r.get("overrides", {}), None)
+             for r in manifest["runs"]]
   else:
     known = (rundir.STATUS, rundir.METRICS, rundir.CONFIG, rundir.ATTEMPT)
-    runs = [(d, {}) for d in paths.listdir(sweep_dir)
-            if any(paths.exists(paths.join(sweep_dir, d, k)) for k in known)]
-  if not runs:
+    specs = [declaration.RunSpec(d, {}, None) for d in paths.listdir(sweep_dir)
+             if any(paths.exists(paths.join(sweep_dir, d, k)) for k in known)]
+  if not specs:
     raise FileNotFoundError(
         f"{sweep_dir!r} holds no sweep.json and no run directories; pass the "
         "--workdir given to `sweep run`.")
   fields: list[str] = []
-  for _, overrides in runs:
-    fields.extend(f for f in overrides if f not in fields)
+  for s in specs:
+    fields.extend(f for f in s.overrides if f not in fields)
 
-  rows = []
-  for name, overrides in runs:
-    run_dir = paths.join(sweep_dir, name)
-    state = rundir.run_state(run_dir)
-    record = state.record or runstate.Status(step=None)
-    config = rundir.read_json(paths.join(run_dir, rundir.CONFIG))
-    row: dict[str, Any] = {"run": name}
-    for f in fields:
-      row[f] = overrides.get(f, _nested(config, f))
-    group = overrides.get(group_by, _nested(config, group_by))
-    row["group"] = "?" if group is None else str(group)
-    row["state"] = state.state.value
-    row["kind"] = state.kind.value if state.kind else None
-    row["reason"] = state.reason or ""
-    steps, fps = record.step, record.flops_per_step
-    # Read once; lines a crash tore are named in results.md, not dropped.
-    records, row["unparsable"] = paths.scan_json_lines(
-        paths.join(run_dir, rundir.METRICS))
-    row["params"] = _num_params(records)
-    row["steps"] = steps
-    row["flops_per_step"] = fps
-    row["train_flops"] = (fps * steps if rundir.is_finite_number(fps)
-                          and rundir.is_finite_number(steps) else None)
-    row["core_seconds"] = record.core_seconds if state.record else None
-    row[metric] = None
-    row["error"] = None
-    if state.state == runstate.State.DONE:
-      value, problem = final_metric(run_dir, state.record, metric, records)
-      kind = runstate.FailureKind.ERROR
-      if problem is None and not rundir.is_finite_number(value):
-        problem, kind = f"final {metric} is {value}", runstate.FailureKind.NONFINITE
-      if problem is not None:
-        row["state"], row["kind"], row["reason"] = (
-            runstate.State.FAILED.value, kind.value, problem)
-      else:
-        row[metric] = float(value)
-        row["error"] = 1.0 - float(value)
-    rows.append(row)
-  return rows, fields
+  # Lines a crash tore are named in results.md (``unparsable``), not dropped.
+  runs = records.collect(sweep_dir, specs,
+                         fields=list(dict.fromkeys([*fields, group_by])))
+  for run in runs:
+    if run.state != runstate.State.DONE:
+      continue
+    value, problem = final_metric(run.dir, run.status, metric, run.records)
+    kind = runstate.FailureKind.ERROR
+    if problem is None and not rundir.is_finite_number(value):
+      problem, kind = f"final {metric} is {value}", runstate.FailureKind.NONFINITE
+    if problem is not None:
+      run.state, run.kind, run.message = runstate.State.FAILED, kind, problem
+      run.metrics.pop(f"final/{metric}", None)
+    else:
+      run.metrics[f"final/{metric}"] = float(value)
+      run.metrics["value/error"] = 1.0 - float(value)
+  return runs, fields
 
 
-def fit_groups(rows: Sequence[dict], compute: str = "flops") -> dict[str, dict]:
-  """Per group: the power-law fit of error vs compute, or why there is none."""
+def fit_groups(runs: Sequence[records.RunRecord], compute: str = "flops",
+               group_by: str = "model.normalizer") -> dict[str, dict]:
+  """Per group (the runs' ``group_by`` setting): the power-law fit of error
+  vs compute, or why there is none."""
   key = COMPUTE_AXES[compute][0]
-  groups: dict[str, list[dict]] = {}
-  for row in rows:
-    groups.setdefault(row["group"], [])
-    if row["state"] == runstate.State.DONE and \
-        rundir.is_finite_number(row["error"]) \
-        and rundir.is_finite_number(row[key]) and row[key] > 0:
-      groups[row["group"]].append(row)
+  groups: dict[str, list[tuple[float, float]]] = {}
+  for run in runs:
+    points = groups.setdefault(run.label(group_by), [])
+    c, err = run.value(key), run.value("value/error")
+    if run.done and err is not None and c is not None and c > 0:
+      points.append((c, err))
   out = {}
   for group, points in groups.items():
     try:
-      f = fit_lib.fit_power_law([p[key] for p in points],
-                                [p["error"] for p in points])
+      f = fit_lib.fit_power_law([c for c, _ in points],
+                                [e for _, e in points])
     except fit_lib.FitError as e:
       out[group] = {"n": len(points), "fit": None, "reason": str(e)}
       continue
@@ -198,37 +164,34 @@ def _fmt(value: Any) -> str:
   return str(value)
 
 
-def _columns(fields: Sequence[str], metric: str) -> list[str]:
-  return ["run", *fields, "state", "kind", "params", "steps", "flops_per_step",
-          "train_flops", "core_seconds", metric, "error", "reason"]
+def _columns(fields: Sequence[str], metric: str
+             ) -> tuple[list[records.Column], list[str]]:
+  """The table's record columns and their headers."""
+  cols = ["run", *[operator.methodcaller("get", f) for f in fields],
+          "state", "kind", "params", "step", "flops_per_step", "train_flops",
+          "core_seconds", f"final/{metric}", "value/error", "message"]
+  header = ["run", *fields, "state", "kind", "params", "steps",
+            "flops_per_step", "train_flops", "core_seconds", metric, "error",
+            "reason"]
+  return cols, header
 
 
-def write_csv(path: str, rows: Sequence[dict], columns: Sequence[str]) -> None:
-  f = io.StringIO(newline="")
-  writer = csv.writer(f)
-  writer.writerow(columns)
-  for row in rows:
-    writer.writerow(["" if row.get(c) is None else row.get(c)
-                     for c in columns])
-  paths.write_atomic(path, f.getvalue())
-
-
-def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
-             *, metric: str, compute: str, title: str) -> str:
+def markdown(runs: Sequence[records.RunRecord], fields: Sequence[str],
+             fits: dict, *, metric: str, compute: str, title: str) -> str:
   """The runs table and the fits table as GitHub markdown."""
   short = _short_names(fields)
-  columns = _columns(fields, metric)
-  header = [short.get(c, c) for c in columns]
+  columns, header = _columns(fields, metric)
+  header = [short.get(c, c) for c in header]
   lines = [f"# {title}", "",
            "| " + " | ".join(header) + " |",
            "|" + "---|" * len(header)]
-  for row in rows:
-    cells = [_fmt(row.get(c)).replace("|", "\\|").replace("<", "&lt;")
-             for c in columns]
+  for run in runs:
+    cells = [_fmt(records.column_value(run, c)).replace("|", "\\|")
+             .replace("<", "&lt;") for c in columns]
     lines.append("| " + " | ".join(cells) + " |")
   counts = {}
-  for row in rows:
-    counts[row["state"]] = counts.get(row["state"], 0) + 1
+  for run in runs:
+    counts[run.state.value] = counts.get(run.state.value, 0) + 1
   lines += ["", "Runs: " + ", ".join(f"{n} {s}" for s, n in sorted(
       counts.items())) + ". `train_flops` = XLA cost-analysis FLOPs of one "
             "jitted train step x steps; `core_seconds` = process CPU time.",
@@ -248,7 +211,7 @@ def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
         f"| {group} | {f.n} | {f.a:.4g} ± {f.a_std:.2g} | "
         f"{f.c:.3g} ± {f.c_std:.2g} | {f.b:.3g} ± {f.b_std:.2g} | "
         f"{f.b0:.3g} ± {f.b0_std:.2g} | {f.c0:.3g} | {f.rms:.2g} |  |")
-  torn = unparsable(rows)
+  torn = unparsable(runs)
   if torn:
     lines += ["", "## Unreadable metrics lines", "",
               "Skipped, so a run's final metric or parameter count may come "
@@ -258,10 +221,10 @@ def markdown(rows: Sequence[dict], fields: Sequence[str], fits: dict,
   return "\n".join(lines) + "\n"
 
 
-def unparsable(rows: Sequence[dict]) -> dict[str, list[paths.Unparsable]]:
+def unparsable(runs: Sequence[records.RunRecord]
+               ) -> dict[str, list[paths.Unparsable]]:
   """Per run, the ``metrics.jsonl`` lines that did not parse (runs with any)."""
-  return {row["run"]: row["unparsable"] for row in rows
-          if row.get("unparsable")}
+  return {run.name: run.unparsable for run in runs if run.unparsable}
 
 
 def report(sweep_dir: str, *, out_dir: str | None = None,
@@ -280,7 +243,8 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
     spec: the sweep config that names the runs (default: ``sweep.json``).
 
   Returns:
-    ``{"rows": [...], "fits": {...}, "files": [...], "unparsable": {run:
+    ``{"runs": [RunRecord, ...], "fits": {...}, "files": [...],
+    "unparsable": {run:
     [paths.Unparsable, ...]}}`` (the last for runs whose ``metrics.jsonl``
     has lines that did not parse, also listed in ``results.md``).
   """
@@ -288,14 +252,14 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
     raise ValueError(f"compute={compute!r}; valid: {sorted(COMPUTE_AXES)}.")
   out_dir = out_dir or sweep_dir
   paths.makedirs(out_dir)
-  rows, fields = collect(sweep_dir, metric=metric, group_by=group_by,
-                         spec=spec)
-  fits = fit_groups(rows, compute)
+  runs, fields = read_sweep(sweep_dir, metric=metric, group_by=group_by,
+                            spec=spec)
+  fits = fit_groups(runs, compute, group_by)
   files = [paths.join(out_dir, n) for n in
            ("results.csv", "results.md", "fits.json")]
-  write_csv(files[0], rows, _columns(fields, metric))
+  records.write_csv(files[0], runs, *_columns(fields, metric))
   paths.write_atomic(files[1], markdown(
-      rows, fields, fits, metric=metric, compute=compute,
+      runs, fields, fits, metric=metric, compute=compute,
       title=f"Sweep {paths.path(sweep_dir).name}: 1 - {metric} vs compute "
       f"by {group_by}"))
   fits_json = {
@@ -308,9 +272,10 @@ def report(sweep_dir: str, *, out_dir: str | None = None,
   if plot:
     from softattn.sweep import plot as plot_lib  # pylint: disable=g-import-not-at-top
     png = paths.join(out_dir, "scaling.png")
-    plot_lib.plot_scaling(rows, fits, png, compute_key=COMPUTE_AXES[compute][0],
+    plot_lib.plot_scaling(runs, fits, png, group_by=group_by,
+                          compute_key=COMPUTE_AXES[compute][0],
                           xlabel=COMPUTE_AXES[compute][1],
                           ylabel=f"error = 1 - {metric}", title=group_by)
     files.append(png)
-  return {"rows": rows, "fits": fits, "files": files,
-          "unparsable": unparsable(rows)}
+  return {"runs": runs, "fits": fits, "files": files,
+          "unparsable": unparsable(runs)}

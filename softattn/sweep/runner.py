@@ -263,9 +263,9 @@ class _RunLog:
                                       daemon=True)
       self._thread.start()
 
-  def _pump(self, stream) -> None:
+  def _pump(self, pipe) -> None:
     last = time.monotonic()
-    for line in iter(stream.readline, b""):
+    for line in iter(pipe.readline, b""):
       self.log.write(line)
       if time.monotonic() - last > self.every_s:
         self.log.flush()

@@ -5,10 +5,10 @@ below-budget is "not testable here" with the reason, equivalence by TOST
 inside / outside the margin, a diverged run (kind nonfinite) left out and
 named, one-sided tests where the direction matters; runs.csv round trip;
 plots refuse unlabelled axes; the checkpoint loop every study's probe
-runs (``probed``); nothing outside ``softattn_studies`` imports it.
+runs (``probed``). That the library never imports the studies is
+tests/test_layers.py's.
 """
 
-import ast
 import dataclasses
 import os
 
@@ -23,9 +23,10 @@ from softattn_studies import claims as C, plots, stats
 def run(part, seed, acc, state=State.DONE, kind=None, step=100, epochs=1.0,
         **fields):
   metrics = {} if acc is None else {"final/accuracy": acc}
-  return studies.Run(part=part, name=f"{part}-{seed}",
-                     overrides={"seed": seed, **fields}, state=state,
-                     kind=kind, step=step, epochs=epochs, metrics=metrics)
+  return studies.RunRecord(part=part, name=f"{part}-{seed}",
+                           overrides={"seed": seed, **fields}, state=state,
+                           kind=kind, step=step, epochs=epochs,
+                           metrics=metrics)
 
 
 def pair_runs(a_accs, b_accs, **kw):
@@ -308,59 +309,6 @@ def test_summary_block_is_replaced_in_place():
   assert "A" not in twice.split("intro")[0] and twice.count("B\n") == 1
   assert "No committed per-run data" in studies.render.summary_table(
       [("x", None)])
-
-
-# ----------------------------------------------------------------------------
-# The studies sit on top: infrastructure never imports them.
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-SOFTATTN = os.path.join(REPO, "softattn")
-
-
-def studies_imports(source: str) -> list[int]:
-  """Lines of ``source`` that import ``softattn_studies``: ``import
-  softattn_studies[.x]`` or ``from softattn_studies[.x] import ...``."""
-  lines = []
-  for node in ast.walk(ast.parse(source)):
-    if isinstance(node, ast.Import):
-      names = [a.name for a in node.names]
-    elif isinstance(node, ast.ImportFrom) and not node.level:
-      names = [node.module or ""]
-    else:
-      continue
-    if any(n == "softattn_studies" or n.startswith("softattn_studies.")
-           for n in names):
-      lines.append(node.lineno)
-  return lines
-
-
-def test_import_check_sees_every_form():
-  for source in ("import softattn_studies as studies",
-                 "import softattn_studies",
-                 "from softattn_studies.probes import probed",
-                 "import softattn_studies.runs as r",
-                 "from softattn_studies import render"):
-    assert studies_imports(source) == [1], source
-  for source in ("from softattn import sweep", "import softattn_studiesx",
-                 "from softattn.data import datasets", "from . import studies"):
-    assert studies_imports(source) == [], source
-
-
-def test_nothing_outside_the_studies_imports_them():
-  """``softattn_studies`` reads the infrastructure (models, data, sweep);
-  never the reverse, so infrastructure does not change with a study."""
-  offenders = []
-  for root, _, files in os.walk(SOFTATTN):
-    for name in files:
-      path = os.path.join(root, name)
-      if not name.endswith(".py"):
-        continue
-      with open(path, encoding="utf-8") as f:
-        offenders += [f"{os.path.relpath(path, REPO)}:{n}"
-                      for n in studies_imports(f.read())]
-  assert not offenders, (f"{', '.join(offenders)} import softattn_studies; "
-                         "move what they need to the module that owns it")
 
 
 def test_probed_reads_finished_runs_with_checkpoints_lowest_seed_first(

@@ -11,10 +11,12 @@ from softattn_studies.template import TemplateError
 
 
 def run(part, seed, acc, **fields):
-  return studies.Run(part=part, name=f"{part}-{seed}",
-                     overrides={"seed": seed, **fields}, state=State.DONE,
-                     step=100, epochs=1.0, metrics={"final/accuracy": acc},
-                     series={"train/loss": [[0, 2.0 + seed], [10, 1.0]]})
+  return studies.RunRecord(part=part, name=f"{part}-{seed}",
+                           overrides={"seed": seed, **fields},
+                           state=State.DONE, step=100, epochs=1.0,
+                           metrics={"final/accuracy": acc},
+                           series={"train/loss": [[0, 2.0 + seed],
+                                                  [10, 1.0]]})
 
 
 RUNS = ([run("a", s, x) for s, x in enumerate([0.80, 0.83, 0.86])] +
@@ -150,7 +152,7 @@ def test_derived_cells_and_facts():
   # a's 95 % half-width: t(0.975, 2) * 10 / sqrt(3); b's seeds agree.
   assert render.Spread([a, b], acc).text(runs) == "±24.8"
   assert render.Spread([b], acc).text(runs) == "?"
-  assert render.Estimate(CLAIMS[0]).text(runs) == "+50 [+25.2, +74.8]"
+  assert render.ClaimEstimate(CLAIMS[0]).text(runs) == "+50 [+25.2, +74.8]"
   # A fact: a cell, a function of (runs, verdicts), or a string.
   assert [studies.study._fact(f, runs, {"up": "v"}) for f in (
       render.Span([b], acc, ".0f"), lambda rs, ver: f"{len(rs)} {ver['up']}",
@@ -191,11 +193,11 @@ def test_table_rows_must_match_the_columns():
   assert t.cells([]) == {("b", "x"): "3"}
 
 
-def test_from_template_appends_the_claims_no_table_showed(tmp_path):
+def test_write_results_appends_the_claims_no_table_showed(tmp_path):
   tmpl = tmp_path / "RESULTS.md.tmpl"
   tmpl.write_text("# T\n\n{{generated}}\n\n**Summary:** {{summary}}.\n\n"
                   "{{verdicts:main}}\n")
-  path = render.from_template(
+  path = template.write_results(
       str(tmp_path / "RESULTS.md"), str(tmpl), data="d/runs.csv",
       command="cmd", runs=RUNS, claims=CLAIMS,
       verdicts=studies.judge_all(CLAIMS, RUNS), tables={}, images={},

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from softattn import xla_cost
+
 # topology name and chip config of a 2x2 slice per generation (4 devices).
 # One single-host 2x2 slice per generation (softattn.topology names).
 SLICES = {"v4": "v4-8", "v5e": "v5e-4", "v5p": "v5p-8", "v6e": "v6e-4"}
@@ -90,9 +92,7 @@ def compile_step(chip, b, h, length, d, dtype="bfloat16",
   except Exception as e:  # noqa: BLE001  (reported, not hidden)
     out.update(ok=False, error=f"{type(e).__name__}: {str(e)[:1500]}")
     return out
-  cost = compiled.cost_analysis() or {}
-  if isinstance(cost, (list, tuple)):
-    cost = cost[0] if cost else {}
+  cost = xla_cost.cost_analysis(compiled)
   mem = compiled.memory_analysis()
   out.update(ok=True, compile_s=round(time.time() - start, 1),
              kernel_operand_dtypes=kernel_operand_dtypes(compiled.as_text()),

@@ -2,8 +2,9 @@
 
 The rule (``block_sizes``), written down once:
 
-1. The chip's VMEM capacity per TensorCore comes from Pallas' own table
-   (``pltpu.get_tpu_info_for_chip``: v4 16 MiB, v5e 128 MiB, v5p 64 MiB,
+1. The chip's VMEM capacity per TensorCore and MXU width come from the chip
+   table, ``softattn.topology.CHIPS``, which has them as Pallas' own
+   ``pltpu.get_tpu_info_for_chip`` does (v4 16 MiB, v5e 128 MiB, v5p 64 MiB,
    v6e 128 MiB). Each kernel asks Mosaic for ``vmem_limit = 3/4`` of it (the
    rest stays for Mosaic's internal scratch), capped at 96 MiB.
 2. Our own estimate of a kernel's footprint (``footprint``: double-buffered
@@ -18,7 +19,7 @@ The rule (``block_sizes``), written down once:
    temporaries than the forward, so the pair must fit all three.
 4. A sequence no longer than a block is one block of its own length (a
    block equal to the whole dimension is always legal); longer ones end in
-   a ragged block, masked by position (``tile.py``), never padded.
+   a ragged block, masked by position (``common/tile.py``), never padded.
 
 Off TPU (interpret mode on CPU, or a chip this table lacks) the rule runs for
 ``DEFAULT_CHIP``. ``chunk_size``/``query_chunk_size`` override it.
@@ -26,12 +27,11 @@ Off TPU (interpret mode on CPU, or a chip this table lacks) the rule runs for
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 
-CHIPS = ("v4", "v5e", "v5p", "v6e")
+from softattn import topology
+
 DEFAULT_CHIP = "v5e"
 VMEM_LIMIT_FRACTION = 0.75
 VMEM_LIMIT_CAP = 96 * 2**20
@@ -43,40 +43,26 @@ LANES = 128
 # low-precision copy for the PV matmul; backward adds dp, w, dt, ds and the
 # transform's VJP residuals.
 TILE_TEMPS = {"forward": 6, "backward": 10}
-# Kinds as ``jax.Device.device_kind`` spells them.
-_DEVICE_KINDS = {"TPU v4": "v4", "TPU v5 lite": "v5e", "TPU v5e": "v5e",
-                 "TPU v5": "v5p", "TPU v5p": "v5p", "TPU v6 lite": "v6e",
-                 "TPU v6e": "v6e"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Chip:
-  name: str
-  vmem_bytes: int   # per TensorCore
-  mxu_width: int
-
-  @property
-  def vmem_limit(self) -> int:
-    return min(int(self.vmem_bytes * VMEM_LIMIT_FRACTION), VMEM_LIMIT_CAP)
-
-  @property
-  def budget(self) -> int:
-    return int(self.vmem_limit * BUDGET_FRACTION)
+def vmem_limit(chip_name: str) -> int:
+  """Bytes of VMEM each kernel asks Mosaic for on ``chip_name`` (rule 1)."""
+  c = topology.chip(chip_name)
+  return min(int(c.vmem_bytes * VMEM_LIMIT_FRACTION), VMEM_LIMIT_CAP)
 
 
-def chip(name: str) -> Chip:
-  """The ``Chip`` for ``"v4" | "v5e" | "v5p" | "v6e"`` from Pallas' TPU table."""
-  if name not in CHIPS:
-    raise ValueError(f"unknown TPU generation {name!r}; valid: "
-                     f"{', '.join(CHIPS)}")
-  info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(name), 1)
-  return Chip(name, info.vmem_capacity_bytes, info.mxu_column_size)
+def budget(chip_name: str) -> int:
+  """Bytes a kernel's ``footprint`` may take on ``chip_name`` (rule 2)."""
+  return int(vmem_limit(chip_name) * BUDGET_FRACTION)
 
 
 def chip_of_kind(device_kind: str) -> str:
   """Generation name for a ``jax.Device.device_kind`` (``"TPU v5 lite"`` ->
-  ``"v5e"``), or ``DEFAULT_CHIP`` when it is not a TPU this table knows."""
-  return _DEVICE_KINDS.get(device_kind, DEFAULT_CHIP)
+  ``"v5e"``), or ``DEFAULT_CHIP`` when it is not a TPU the chip table knows."""
+  try:
+    return topology.chip(device_kind).name
+  except ValueError:
+    return DEFAULT_CHIP
 
 
 def _lane_pad(n):
@@ -113,7 +99,7 @@ def footprint(kernel: str, bq: int, bk: int, d: int, dv: int, itemsize: int,
 def block_sizes(lq: int, lk: int, d: int, dv: int, dtype,
                 chip_name: str = DEFAULT_CHIP, hp: int = 1) -> tuple[int, int]:
   """``(bq, bk)`` by the module rule for one (batch, ``hp`` heads) block."""
-  c = chip(chip_name)
+  c = topology.chip(chip_name)
   itemsize = jnp.dtype(dtype).itemsize
   best = None
   for bq in Q_BLOCKS:
@@ -122,7 +108,7 @@ def block_sizes(lq: int, lk: int, d: int, dv: int, dtype,
         continue
       need = max(footprint(k, bq, bk, d, dv, itemsize, hp=hp)
                  for k in ("forward", "backward"))
-      if need > c.budget:
+      if need > budget(chip_name):
         continue
       if best is None or (bq * bk, bk) > (best[0] * best[1], best[1]):
         best = (bq, bk)
@@ -139,7 +125,7 @@ def compiler_params(chip_name: str, n_parallel: int = 3):
   axis (the streamed blocks), and the VMEM limit of the rule."""
   return pltpu.CompilerParams(
       dimension_semantics=("parallel",) * n_parallel + ("arbitrary",),
-      vmem_limit_bytes=chip(chip_name).vmem_limit)
+      vmem_limit_bytes=vmem_limit(chip_name))
 
 
 # Matmuls per (query, key) pair of each kernel, as contraction widths:
@@ -179,9 +165,9 @@ def cost_estimate(kernel: str, b: int, h: int, lq: int, lk: int, d: int,
 
 
 def describe(chip_name: str) -> str:
-  c = chip(chip_name)
+  c = topology.chip(chip_name)
   return (f"{c.name}: VMEM {c.vmem_bytes / 2**20:.0f} MiB/core, limit "
-          f"{c.vmem_limit / 2**20:.0f} MiB, block budget "
-          f"{c.budget / 2**20:.0f} MiB, MXU {c.mxu_width}")
+          f"{vmem_limit(chip_name) / 2**20:.0f} MiB, block budget "
+          f"{budget(chip_name) / 2**20:.0f} MiB, MXU {c.mxu_width}")
 
 
