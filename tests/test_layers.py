@@ -28,14 +28,10 @@ STUDIES = ("softattn_studies", "experiments")
 # Cycles still to break, each a sorted tuple of its modules, with the
 # reason. ``test_no_import_cycles`` asserts each still exists, so a broken
 # one must leave this list.
-KNOWN_CYCLES = {
-    # wrapper.py (the fused path's entry: layout, custom_vjp, shard_map)
-    # hands a GPU target to gpu/triton/wrapper.py, which reuses wrapper.py's
-    # layout and block helpers: the TPU and GPU backends reach into each
-    # other. Broken when the shared part is one module of its own (#46 item
-    # 4, the softattn/pallas reorganisation; the folders are in place).
-    ("softattn.pallas.gpu.triton.wrapper", "softattn.pallas.wrapper"),
-}
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
+# (The last one, softattn.pallas.wrapper <-> gpu/triton/wrapper, went when
+# the argument preparation both backends share moved to
+# pallas/common/prepare.py.)
 
 
 # ----------------------------------------------------------------------------
@@ -212,6 +208,8 @@ def test_the_graph_has_the_edges_imports_run():
   assert "softattn_studies.render" in graph["softattn_studies.template"]
   assert "softattn.pallas.gpu.triton.wrapper" in graph[
       "softattn.pallas.wrapper"]  # lazy
+  assert "softattn.pallas.wrapper" not in graph[
+      "softattn.pallas.gpu.triton.wrapper"]
   assert "softattn.config_schema" in graph["softattn.configlib"]
   # A package's __init__ runs before the module imported from it.
   assert {"softattn.aot", "softattn.aot.memory"} <= graph[

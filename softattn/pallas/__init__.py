@@ -10,7 +10,9 @@ transform is traced into the kernel and differentiated there with
 * ``wrapper.py``: the entry (``pallas_attention``, ``unsupported_reason``,
   ``target_platform``): layout, padding, ``custom_vjp``, ``shard_map`` of the
   TPU kernels; a GPU target goes to ``gpu/``.
-* ``common/``: what the backends share: ``tile.py`` (scores, masks and the
+* ``common/``: what the backends share: ``prepare.py`` (parameters as row
+  columns, per-row counts, the learnable scalar's gradient, sharding),
+  ``tile.py`` (scores, masks and the
   transform on one ``[bq, bk]`` tile), ``streams.py`` (sparsemax/entmax15 as
   passes of the pointwise kernel).
 * ``tpu/`` (Mosaic TPU): ``forward.py``: statistics and forward kernels;

@@ -32,10 +32,9 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec as P
 
 from softattn.modes import MODES
-from softattn.pallas.common import streams, tile
+from softattn.pallas.common import prepare, streams, tile
 from softattn.pallas.tpu import backward, blocks, forward, stick
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
@@ -75,11 +74,6 @@ def unsupported_reason(norm, mask=None, bias=None,
   return None
 
 
-def _context_mesh():
-  mesh = jax.sharding.get_abstract_mesh()
-  return None if mesh.empty else mesh
-
-
 def target_chip() -> tuple[str, bool]:
   """``(generation, is_tpu)`` of the devices this computation is built for:
   the context mesh's devices if a mesh is set (AOT for a TPU topology from a
@@ -89,7 +83,7 @@ def target_chip() -> tuple[str, bool]:
 
 
 def _target_device():
-  mesh = _context_mesh()
+  mesh = prepare.context_mesh()
   device = getattr(mesh, "abstract_device", None) if mesh else None
   return jax.devices()[0] if device is None else device
 
@@ -126,41 +120,6 @@ def operand_dtype(dtype, platform: str | None):
       jax.config.jax_default_matmul_precision in _ONE_PASS):
     return jnp.dtype(jnp.bfloat16)
   return jnp.dtype(dtype)
-
-
-def _split_params(norm, p, shape):
-  """Static (hashable) parameters, and array ones as ``[B, H, Lq, 1]``."""
-  static, arrays = {}, {}
-  b, h, lq, _ = shape
-  for k, v in p.items():
-    if isinstance(v, (jax.Array, np.ndarray)):
-      v = jnp.asarray(v, jnp.float32)
-      v4 = v.reshape((1,) * (4 - v.ndim) + v.shape) if v.ndim <= 4 else v
-      if v4.ndim != 4 or v4.shape[3] != 1:
-        raise ValueError(
-            f"{norm.name}: parameter {k!r} of shape {v.shape} varies over "
-            f"keys; implementation='pallas' takes parameters per batch, head "
-            f"or query ([batch, heads, q_len, 1]); use 'chunked' or 'dense'")
-      arrays[k] = jnp.broadcast_to(v4, (b, h, lq, 1))
-    else:
-      static[k] = v
-  return tuple(sorted(static.items())), arrays
-
-
-def _counts(kmask, b, h, lq, lk, causal):
-  """``n`` per query row ``[B|1, H|1, Lq, 1]`` f32: valid keys it sees."""
-  if kmask is None:
-    if not causal:
-      return jnp.full((1, 1, lq, 1), lk, jnp.float32)
-    return jnp.minimum(jnp.arange(lq) + 1, lk).astype(jnp.float32)[
-        None, None, :, None]
-  km = kmask.astype(jnp.float32)[:, :, 0, :lk]              # [Bm, Hm, Lk]
-  if not causal:
-    return jnp.broadcast_to(jnp.sum(km, -1)[..., None, None],
-                            km.shape[:2] + (lq, 1))
-  prefix = jnp.cumsum(km, axis=-1)
-  last = jnp.minimum(jnp.arange(lq), lk - 1)
-  return prefix[:, :, last][..., None]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -202,21 +161,8 @@ def _core_bwd(cfg, saved, do):
   dk, dv = backward.dk_dv(cfg, *args, drows, kmask)
   n_stats = 2 if cfg.moments else 0  # diff_names = (mean, var)? + params
   dprow = None if prow is None else dcols[..., n_stats:n_stats + prow.shape[-1]]
-  dprow = add_scalar_grad(cfg, prow, dprow, res[..., 0:1], res[..., 1:2], di)
+  dprow = prepare.add_scalar_grad(cfg, prow, dprow, res[..., 0:1], res[..., 1:2], di)
   return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
-
-
-def add_scalar_grad(cfg, prow, dprow, res_a, res_b, di):
-  """``dprow`` with the cotangent of the mode's scalar added to its column
-  when that scalar is a row column (a learnable sink; ``Mode.scalar_grad``).
-  The kernels' own VJP gives it nothing (the transform does not read it):
-  it lives in ``finish``, and the mode derives it per row from the forward's
-  residuals and ``di`` (``[B, H, Lq, 1]`` each), with no extra pass."""
-  if not cfg.scalar_is_row:
-    return dprow
-  i = cfg.param_names.index(cfg.norm.eps_param)
-  col = MODES[cfg.mode].scalar_grad(prow[..., i:i + 1], res_a, res_b, di)
-  return dprow.at[..., i:i + 1].add(col)
 
 
 _core.defvjp(_core_fwd, _core_bwd)
@@ -230,7 +176,7 @@ def _per_shard(cfg, platform, query, key, value, prow, kmask):
                        for x in (query, key, value))
   lk = key.shape[1]
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
-  nrow = jnp.broadcast_to(_counts(kmask, b, h, lq, lk, cfg.causal),
+  nrow = jnp.broadcast_to(prepare.counts(kmask, b, h, lq, lk, cfg.causal),
                           (b, h, lq, 1))
   core = stick.core if stick.applies(cfg.norm) else _core
   out = core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
@@ -267,14 +213,14 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   platform = target_platform() if round_operands and not stick.applies(
       norm) else None
   operands = operand_dtype(query.dtype, platform)
-  mesh = _context_mesh()
-  hax = None if mesh is None else _axis(mesh, "model", h)
+  mesh = prepare.context_mesh()
+  hax = None if mesh is None else prepare.axis(mesh, "model", h)
   h_local = h // mesh.shape[hax] if hax else h   # heads each shard holds
   hp = tile.heads_per_block(h_local, d, dv)
   bq, bk = blocks.block_sizes(lq, lk, d, dv, operands, chip, hp=hp)
   bk = min(chunk_size or bk, lk)
   bq = min(query_chunk_size or chunk_size or bq, lq)
-  static, arrays = _split_params(norm, p, (b, h, lq, lk))
+  static, arrays = prepare.split_params(norm, p, (b, h, lq, lk))
   names = tuple(sorted(arrays))
   prow = jnp.concatenate([arrays[k] for k in names], -1) if names else None
   kmask = None
@@ -288,24 +234,4 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   fn = functools.partial(_per_shard, cfg, platform)
   if mesh is None:
     return fn(query, key, value, prow, kmask)
-  return _sharded(fn, mesh, query, key, value, prow, kmask)
-
-
-def _axis(mesh, name, size):
-  return name if name in mesh.axis_names and size % mesh.shape[name] == 0 \
-      else None
-
-
-def _sharded(fn, mesh, query, key, value, prow, kmask):
-  """``fn`` per (batch, head) shard; ``Lq`` and ``Lk`` stay whole."""
-  b, _, h, _ = query.shape
-  bax, hax = _axis(mesh, "data", b), _axis(mesh, "model", h)
-  qkv = P(bax, None, hax, None)
-  row = P(bax, hax, None, None)
-  mask_spec = None if kmask is None else P(
-      bax, hax if kmask.shape[1] > 1 else None, None, None)
-  # The per-shard Config holds the shard's lengths, which shard_map keeps.
-  return jax.shard_map(
-      fn, mesh=mesh,
-      in_specs=(qkv, qkv, qkv, None if prow is None else row, mask_spec),
-      out_specs=qkv, check_vma=False)(query, key, value, prow, kmask)
+  return prepare.sharded(fn, mesh, query, key, value, prow, kmask)

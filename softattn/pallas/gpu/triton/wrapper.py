@@ -3,7 +3,7 @@
 ``dot_product_attention(..., implementation="pallas")`` lands here when the
 computation is built for a GPU (``wrapper.target_platform``). The steps are
 the TPU wrapper's (``softattn/pallas/wrapper.py``): per-row counts and array
-parameters as row columns (``wrapper._counts``/``_split_params``), a
+parameters as row columns (``common/prepare.py``: ``counts``, ``split_params``), a
 ``custom_vjp`` whose forward runs the moments kernel (when the normalizer
 ``needs`` them) and the attention kernel, and whose backward runs dQ (twice
 for moments) and dK/dV; ``shard_map`` under a context mesh. What differs:
@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from softattn.pallas import wrapper
-from softattn.pallas.common import tile
+from softattn.modes import MODES
+from softattn.pallas.common import prepare, tile
 from softattn.pallas.gpu.triton import backward as gpu_backward
 from softattn.pallas.gpu.triton import forward as gpu_forward
 from softattn.pallas.gpu.triton import tile as gpu_tile
@@ -47,7 +47,7 @@ def unsupported_reason(norm, params=None, d: int = 64, dv: int | None = None,
   """Why the GPU kernels cannot run this normalizer (beyond the TPU
   wrapper's reasons), or None. ``blocks``: forced ``(bq, bk)``; a None
   entry is left to ``gpu_tile.block_sizes``."""
-  if norm.mode not in wrapper.MODES:  # threshold passes, stick-breaking scan
+  if norm.mode not in MODES:  # threshold passes, stick-breaking scan
     return (f"normalizer {norm.name!r} fuses on the TPU kernels only "
             f"(several passes, or stick-breaking's reverse scan); on GPU use "
             f"implementation='chunked' (it streams there)")
@@ -120,7 +120,7 @@ def _core_bwd(cfgs, saved, do):
   dprow = None if prow is None else jnp.swapaxes(
       dcols[:, :, n_stats:n_stats + prow.shape[-1]], 2, 3)
   col = lambda x: jnp.swapaxes(x, 2, 3)  # noqa: E731  [B, H, 1, Lq] -> Lq, 1
-  dprow = wrapper.add_scalar_grad(cfg, prow, dprow, col(res[:, :, 0:1]),
+  dprow = prepare.add_scalar_grad(cfg, prow, dprow, col(res[:, :, 0:1]),
                                   col(res[:, :, 1:2]), col(brows[:, :, 2:3]))
   return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
 
@@ -132,7 +132,7 @@ def _per_shard(cfgs, query, key, value, prow, kmask):
   b, lq, h, _ = query.shape
   lk = key.shape[1]
   cfgs = tuple(dataclasses.replace(c, lq=lq, lk=lk) for c in cfgs)
-  nrow = jnp.broadcast_to(wrapper._counts(kmask, b, h, lq, lk, cfgs[0].causal),
+  nrow = jnp.broadcast_to(prepare.counts(kmask, b, h, lq, lk, cfgs[0].causal),
                           (b, h, lq, 1))
   mask3 = None if kmask is None else kmask[:, :, 0, :]
   out = _core(cfgs, query, key, value, nrow, prow, mask3)
@@ -153,7 +153,7 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
   reason = unsupported_reason(norm, p, d, dv, forced)
   if reason:
     raise ValueError(reason)
-  static, arrays = wrapper._split_params(norm, p, (b, h, lq, lk))
+  static, arrays = prepare.split_params(norm, p, (b, h, lq, lk))
   names = tuple(sorted(arrays))
   prow = jnp.concatenate([arrays[k] for k in names], -1) if names else None
   kmask = None
@@ -170,7 +170,7 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
         has_mask=kmask is not None, chip="gpu", interpret=interpret, hp=1,
         d=d, dv=dv, mask_heads=kmask is not None and kmask.shape[1] > 1))
   fn = functools.partial(_per_shard, tuple(cfgs))
-  mesh = wrapper._context_mesh()
+  mesh = prepare.context_mesh()
   if mesh is None:
     return fn(query, key, value, prow, kmask)
-  return wrapper._sharded(fn, mesh, query, key, value, prow, kmask)
+  return prepare.sharded(fn, mesh, query, key, value, prow, kmask)
