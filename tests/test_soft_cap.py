@@ -187,6 +187,8 @@ def test_forward_matches_the_float64_truth(name, mask_kind):
   # sparsemax/entmax15 stream a threshold to their tol (1e-6 by default);
   # stick-breaking's products amplify rounding a little.
   tol = 3e-5 if name in ("sparsemax", "entmax15", "stick_breaking") else 1e-5
+  if mask_kind == "causal+key" and name.startswith(("normsoftmax", "prenorm")):
+    tol = STANDARDISING_TOL
   for impl in ("dense", "chunked"):
     out = dot_product_attention(
         q, k, v, normalizer=name, mask=mask, is_causal=causal, scale=SCALE,
@@ -240,6 +242,10 @@ def test_gradients_match_the_float64_truth(name, mask_kind):
     assert max(errs) <= 2e-5, (impl, errs)
 
 
+# float32 error bound where a causal row of two keys is standardised: see
+# test_chunked_equals_dense_forward_and_backward.
+STANDARDISING_TOL = 2e-4
+
 STREAMED = ["softmax", "normsoftmax", "normsoftmax(gamma=sqrt_d)",
             "relu_seqlen", "sin2_max_shifted", "softpick", "cog",
             "softmax_sink", "prenorm(softmax)", "sparsemax", "entmax15",
@@ -251,11 +257,19 @@ STREAMED = ["softmax", "normsoftmax", "normsoftmax(gamma=sqrt_d)",
 def test_chunked_equals_dense_forward_and_backward(name, mask_kind):
   """The chunked path (autodiff through its scans) against the dense path in
   float64 (the truth, on the same inputs): within ``tol`` of each array's
-  scale, or at most 2x dense float32's own error where the normalizer
-  amplifies rounding past that (``prenorm``'s standardisation of a causal
-  row of two keys). The key-moments shortcut of the chunked path
-  (NormSoftmax with a key-only mask) is exact only for uncapped scores: with
-  a cap the statistics are streamed from the capped scores."""
+  scale, or at most 2x dense float32's own error. The key-moments shortcut of
+  the chunked path (NormSoftmax with a key-only mask) is exact only for
+  uncapped scores: with a cap the statistics are streamed from the capped
+  scores.
+
+  The standardising normalizers (NormSoftmax, ``prenorm``) under a causal mask
+  standardise rows of one or two keys, where the std ``|a - b| / 2`` amplifies
+  float32 rounding: there both float32 paths' dq and dk land anywhere up to
+  ~6e-5 from the truth, and where in that range depends on the jax version
+  and XLA's CPU flags, not on the path (dense 5e-6 and chunked 5e-5 here;
+  dense 2.4e-5 and chunked 5.6e-5 on CI's newest jax). ``STANDARDISING_TOL``
+  covers that conditioning and still tells a cap 1% off (c = 2.02 for 2.0
+  moves dq and dk by 5e-3 to 1.2e-2 on these inputs)."""
   lq = LK if mask_kind == "causal+key" else LQ
   q, k, v, _ = _inputs_np(lq, LK, seed=2)
   mask, causal = _masks(lq, LK)[mask_kind]
@@ -270,6 +284,8 @@ def test_chunked_equals_dense_forward_and_backward(name, mask_kind):
   dense, gp_d = run("dense", jnp.float32)
   chunked, gp_c = run("chunked", jnp.float32)
   tol = 3e-5 if name in ("sparsemax", "entmax15", "stick_breaking") else 1e-5
+  if mask_kind == "causal+key" and name.startswith(("normsoftmax", "prenorm")):
+    tol = STANDARDISING_TOL
   for label, t, d, c in zip(["out", "dq", "dk", "dv", "dparams"],
                             truth + gp_t, dense + jax.tree.leaves(gp_d),
                             chunked + jax.tree.leaves(gp_c)):
