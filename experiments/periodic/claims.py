@@ -189,6 +189,19 @@ def _claims() -> list[Claim]:
                              "optimized by pre-normalization\" presupposes "
                              f"that {n} itself breaks down")])
         for n in ("cos_max", "sin_max_constant")],
+      # The same sentence read where cos_max fails to train (12-35 %
+      # accuracy at depths 2 and 4 in `main`; 24.7 % at depth 4 for an
+      # epoch): does its norm version train there? Declared on 2026-11-29
+      # after cos_max's own runs of that part and `main`'s were read (so the
+      # checker counts it post hoc) and before any prenorm(cos_max) run of
+      # `breakdown_1ep_d4` existed; those three runs decide it. "Cannot be
+      # optimized" reads as: pre-normalization gains less than 1 point.
+      Claim("bd.prenorm_no_gain.cos_max.d4_1ep", "pre-normalization does "
+            "not rescue cos_max where it fails: prenorm(cos_max) - cos_max "
+            f"< +1 point (depth 4, 1 epoch, `{BD4_PART}`)", "Sec. 4 text",
+            "\"cannot be optimized by pre-normalization\"", ACCURACY,
+            sel(pre("cos_max"), 4, BD4_PART), sel("cos_max", 4, BD4_PART),
+            "<", target=1.0, section="bd"),
       _bd("siren_max", "siren_max", f"siren_max breaks down ({BD_WHERE})",
           "Table 2", "breaks down"),
       # Table 2 sets the trained norm version against the plain one that
@@ -330,6 +343,11 @@ BUDGET_TABLE = (
                             "the early stages\", as the caption's others)")),
     ("bd.prenorm_siren_trains", Budget(_EARLY, "Table 2: prenorm(siren_max) "
                                        "trains through the early stages")),
+    ("bd.prenorm_no_gain.*", Budget((BD_STEPS,), "Sec. 4: \"cannot be "
+                                    "optimized by pre-normalization\", read "
+                                    "where cos_max fails: depth 4 for 1 "
+                                    f"epoch (`{BD4_PART}`, {BD_STEPS} "
+                                    "steps)")),
     ("bd.*", Budget((MAIN_STEPS,), f"{_T2}: the `main` {MAIN_STEPS} steps, "
                     "all depths")),
     ("sat.softmax_smaller_gradient", Budget(
