@@ -15,6 +15,7 @@ helpers: softattn_studies/testing.py.
 """
 
 import json
+import re
 import os
 import shutil
 
@@ -134,11 +135,12 @@ def test_every_claim_is_judged_at_a_budget_declared_before_the_data(name):
 
 def test_readme_counts_paper_claims_and_lists_sanity_checks_apart():
   from softattn_studies import __main__ as cli  # noqa: PLC0415
-  paper = dict(cli.summary_rows(EXPERIMENTS))["elementwise"]
-  sanity = dict(cli.summary_rows(EXPERIMENTS, kind=studies.SANITY)
-                )["elementwise"]
+  study = testing.load_study("elementwise")
+  sanity = [c.id for c in study.claims if c.kind == studies.SANITY]
+  tally = dict(cli.summary_rows(EXPERIMENTS))["elementwise"]
   assert sanity and all(i.startswith("sanity.") for i in sanity)
-  assert not set(paper) & set(sanity)
+  assert tally.count(studies.SANITY) == len(sanity)
+  assert tally.count() == len(study.claims) - len(sanity)
   text = cli.summary_text(EXPERIMENTS)
   counted, listed = text.split("Sanity checks")
   assert all(f"`{i}`" in listed and f"`{i}`" not in counted for i in sanity)
@@ -168,3 +170,46 @@ def test_one_command_regenerates_every_committed_result(tmp_path):
       assert (copy / path).read_text(encoding="utf-8") == f.read(), path
   for name in COMMITTED:      # the plots were written again, too
     assert list((copy / name).glob("*.png")), name
+
+
+def _readme_rows():
+  """study -> declared -> (verdict columns, by-construction cell, claims),
+  read from experiments/README.md's summary table."""
+  with open(os.path.join(EXPERIMENTS, "README.md"), encoding="utf-8") as f:
+    lines = f.read().split("| study | declared |", 1)[1].split("\n\n")[0]
+  rows: dict = {}
+  for line in lines.strip().split("\n")[2:]:
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    study, declared, *words, con, n = cells
+    rows.setdefault(study, {})[declared] = (
+        [int(w) for w in words], con, int(n))
+  return rows
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_one_summary_writes_each_summary_line_and_the_readme_row(name):
+  """Each RESULTS.md Summary line and the README's rows for that study say
+  the same counts (read from the two committed files, not from the code
+  that writes them): claims per registration status, and per status the
+  empirical verdicts and the by-construction ones apart."""
+  with open(os.path.join(EXPERIMENTS, name, "RESULTS.md"),
+            encoding="utf-8") as f:
+    line = next(s for s in f.read().split("\n")
+                if s.startswith("**Summary:**"))
+  rows = _readme_rows()[name]
+  total = re.search(r"the paper's (\d+) claims", line)
+  assert int(total.group(1)) == sum(n for _, _, n in rows.values()), line
+  for declared, (words, con, n) in rows.items():
+    group = re.search(re.escape(declared) + r" \((\d+)\): ([^|]*)", line)
+    assert group and int(group.group(1)) == n, (declared, line)
+    empirical, _, by_construction = group.group(2).split(". ")[0].partition(
+        "; by construction")
+    said = {w: int(k) for k, w in re.findall(
+        r"(\d+) (confirmed|contradicted|inconclusive|not testable here)",
+        empirical)}
+    assert [said.get(w, 0) for w in studies.WORDS] == words, (declared,
+                                                              line)
+    if con == "-":
+      assert not by_construction, line
+    else:
+      assert con in by_construction, (con, line)

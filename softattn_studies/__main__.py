@@ -18,38 +18,50 @@ import os
 import sys
 
 from softattn.sweep import records
-from softattn_studies import claims, render, study as study_lib
+from softattn_studies import claims, preregistration, render, summary
+from softattn_studies import study as study_lib
 
 
-def summary_rows(experiments: str, found=None, kind: str = claims.PAPER
-                 ) -> list:
-  """(name, verdicts of its ``kind`` claims, or None) per study;
-  ``found``: ``_studies``' output, when the caller has loaded the studies
-  already."""
-  return _of_kind(_judged(found or study_lib.studies_in(experiments)), kind)
-
-
-def _of_kind(judged, kind: str) -> list:
-  return [(name, claims.of_kind(study.claims, v, kind) if v else None)
-          for name, study, v in judged]
+def summary_rows(experiments: str, found=None) -> list:
+  """(name, ``summary.Tally`` of its claims, or None without data) per
+  study; ``found``: ``study.studies_in``'s output, when the caller has
+  loaded the studies already."""
+  return [(name, t) for name, _, _, t in _judged(
+      found or study_lib.studies_in(experiments))]
 
 
 def _judged(found) -> list:
-  """(name, Study, verdicts of every claim or None) per study."""
-  return [(name, study, claims.judge_all(study.claims, records.read_csv(
-      csv_path)) if csv_path else None) for name, study, csv_path in found]
+  """(name, Study, verdicts, Tally) per study (None, None without data)."""
+  out = []
+  for name, study, csv_path in found:
+    if not csv_path:
+      out.append((name, study, None, None))
+      continue
+    runs = records.read_csv(csv_path)
+    ver = claims.judge_all(study.claims, runs)
+    reg = preregistration.read_registration(os.path.dirname(csv_path))
+    firsts = summary.original_verdicts(study.claims, runs, ver, reg)
+    out.append((name, study, ver, summary.tally(study.claims, ver, reg,
+                                                firsts, study.phenomena)))
+  return out
 
 
 def summary_text(experiments: str, found=None) -> str:
-  """The counts of the paper's claims per study, then the sanity checks
-  (not the paper's: what its claims presuppose), one line each."""
+  """The counts of the paper's claims per study (``summary.table``), then
+  the sanity checks (not the paper's: what its claims presuppose), one
+  line each."""
   judged = _judged(found or study_lib.studies_in(experiments))
-  table = render.summary_table(_of_kind(judged, claims.PAPER))
-  if all(v is None for _, _, v in judged):
-    return table     # no study has data: the table says so
-  checks = [f"`{name}` `{c.id}`: {v[c.id].word}" for name, study, v in judged
-            if v for c in study.claims if c.kind == claims.SANITY]
-  text = "The papers' claims alone, by verdict:\n\n" + table
+  if all(v is None for _, _, v, _ in judged):
+    return ("No committed per-run data (`runs.csv`) yet. Studies without "
+            "data: " + ", ".join(f"`{n}`" for n, *_ in judged) + ".")
+  text = ("The papers' claims alone, by how each was declared "
+          "(`softattn_studies.preregistration`: *pre-registered* before "
+          "any run it judges was committed, *post hoc* declared or changed "
+          "after) and by verdict; the verdict columns count empirical "
+          "claims, deterministic counts that hold by construction are "
+          "apart:\n\n" + summary.table([(n, t) for n, _, _, t in judged]))
+  checks = [f"`{name}` `{c.id}`: {v[c.id].word}" for name, study, v, _ in
+            judged if v for c in study.claims if c.kind == claims.SANITY]
   if checks:
     text += ("\n\nSanity checks (the studies' own, not the papers', so not "
              "counted above: what a paper claim presupposes, e.g. that a "

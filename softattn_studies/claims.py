@@ -38,11 +38,14 @@ before the test, as runs of one seed share init and data order.
   with the paper's wording for it, before the data are read (see
   experiments/README.md); runs of any other length are refused.
 * **Covered settings:** a general claim (e.g. "X breaks down", at every
-  depth) names the setting it is judged at and the other settings it
-  covers; when a covered setting gives the opposite label (confirmed
-  against contradicted), the claim is *inconclusive* (mixed), and the
-  words of every covered setting are printed. Events pool the runs of
-  every covered setting.
+  depth; "NSM ahead early", at every early budget) covers several
+  settings and is judged over all of them, not at one: each seed's
+  contrast is averaged over the covered settings it ran (those the rule
+  can judge), and the test runs on those per-seed means. When two covered
+  settings give opposite labels on their own (confirmed against
+  contradicted), the claim is *inconclusive* (mixed). The words of every
+  covered setting are printed. Events pool the runs of every covered
+  setting.
 * **Minimum evidence:** fewer than {MIN_PAIRS} complete seed pairs is
   *inconclusive*, whatever the numbers. Runs that diverged
   (`kind=nonfinite`) or did not finish are left out of the pairs and named.
@@ -287,20 +290,36 @@ class Claim:
     """The claim at another covered setting: ``overrides`` replace fields
     of every selection (lhs, rhs, terms); a mapping value maps the
     selection's own value (``{"part": {"loss": "loss_2ep"}}``), leaving
-    selections without that field or value as they are."""
-    def upd(w):
+    selections without that field or value as they are. ``"sides"``: one
+    more mapping per selection, in order (lhs, rhs, or each of ``terms``),
+    applied to that selection only, e.g. depth 8 against depth 4 where
+    the claim's own setting is depth 4 against depth 1."""
+    sides = list(overrides.get("sides", ()))
+    common = {k: v for k, v in overrides.items() if k != "sides"}
+    n = len(self.terms) if self.terms else 1 + (self.rhs is not None)
+    if sides and len(sides) != n:
+      raise ValueError(f"claim {self.id}: a covered setting's 'sides' has "
+                       f"{len(sides)} mappings; give one per selection "
+                       f"({n})")
+
+    def upd(w, i):
       if w is None:
         return None
       out = dict(w)
-      for k, v in overrides.items():
+      for k, v in {**common, **(sides[i] if sides else {})}.items():
         if not isinstance(v, Mapping):
           out[k] = v
         elif k in out and out[k] in v:
           out[k] = v[out[k]]
+        elif k in out and str(out[k]) in v:
+          # A declaration read back from JSON (preregistration) has its
+          # mapping keys as strings.
+          out[k] = v[str(out[k])]
       return out
     return dataclasses.replace(
-        self, lhs=upd(self.lhs), rhs=upd(self.rhs),
-        terms=tuple((c, upd(w)) for c, w in self.terms), covers=())
+        self, lhs=upd(self.lhs, 0), rhs=upd(self.rhs, 1),
+        terms=tuple((c, upd(w, i)) for i, (c, w) in enumerate(self.terms)),
+        covers=())
 
   @property
   def event(self) -> bool:
@@ -465,18 +484,40 @@ def judge(claim: Claim, runs: Sequence[RunRecord], alpha: float = ALPHA,
       *[v.budgets for _, v in others])))
   word = lambda v: v.word + (f" ({v.estimate:+.3g})"
                              if v.estimate is not None else "")
-  shown = "; ".join(f"{label}: {word(v)}" for label, v in others)
-  decisive = (CONFIRMED, CONTRADICTED)
-  against = [label for label, v in others if first.word in decisive
-             and v.word in decisive and v.word != first.word]
-  if against:
+  every = [(claim.covers[0][0], first), *others]
+  shown = "; ".join(f"{label}: {word(v)}" for label, v in every)
+  decisive = {v.word for _, v in every} & {CONFIRMED, CONTRADICTED}
+  if len(decisive) == 2:
     return Verdict(INCONCLUSIVE, first.estimate, first.ci, first.p, first.n,
-                   f"mixed across the settings the claim covers: "
-                   f"{claim.covers[0][0]}: {first.word} ({first.reason}); "
-                   f"{shown}.", budgets)
+                   f"mixed across the settings the claim covers: {shown}.",
+                   budgets)
+  if claim.deterministic or "seed" not in claim.pair_by:
+    return dataclasses.replace(
+        first, budgets=budgets, reason=f"{_end(first.reason)} Judged at "
+        f"{claim.covers[0][0]}; the settings it covers: {shown}.")
+  # One test over every covered setting the rule can judge: each seed's
+  # contrasts averaged over the settings it ran (runs of one seed share
+  # init and data order across settings, as across pooled depths), so no
+  # one setting, or budget, is picked for its p-value.
+  judged = [claim] + [claim.at(o) for _, o in claim.covers[1:]]
+  judged = [c for c, (_, v) in zip(judged, every) if v.word != NOT_TESTABLE]
+  by_seed: dict[Any, list[float]] = {}
+  left: list[RunRecord] = []
+  for c in judged:
+    matched, out = _matched(c, runs)
+    left += out
+    i = list(c.pair_by).index("seed")
+    one: dict[Any, list[float]] = {}
+    for k, _, vals in matched:
+      one.setdefault(k[i], []).append(_contrast(c, vals))
+    for seed, vs in one.items():
+      by_seed.setdefault(seed, []).append(float(np.mean(vs)))
+  diffs = [float(np.mean(by_seed[s])) for s in sorted(by_seed)]
+  pooled = _judge_diffs(claim, diffs, 1, left, alpha)
   return dataclasses.replace(
-      first, budgets=budgets, reason=f"{_end(first.reason)} Judged at "
-      f"{claim.covers[0][0]}; the other settings it covers: {shown}.")
+      pooled, budgets=budgets, reason=f"{_end(pooled.reason)} Pooled over "
+      f"the {len(judged)} covered settings it can judge (each seed's "
+      f"contrast averaged over the settings it ran); per setting: {shown}.")
 
 
 def _judge_setting(claim: Claim, runs: Sequence[RunRecord], alpha: float,

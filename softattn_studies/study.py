@@ -30,6 +30,8 @@ from softattn.sweep import declaration, records
 from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import plotspec, render, runs as runs_lib, template
+from softattn_studies import preregistration as prereg
+from softattn_studies import summary
 from softattn_studies.claims import Claim, Verdict
 
 
@@ -59,10 +61,21 @@ class Study:
       dataclasses.field(default_factory=dict)
   # A fact: see ``{{fact:NAME}}`` in softattn_studies.template.
   facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  # Claims that restate one phenomenon (its name -> their ids): counted
+  # apart in the Summary line and the README, as one piece of evidence
+  # each (softattn_studies.summary).
+  phenomena: Mapping[str, Sequence[str]] = \
+      dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     self.template = self.template or os.path.abspath(os.path.join(
         os.path.dirname(self.spec), "RESULTS.md.tmpl"))
+    ids = {c.id for c in self.claims}
+    unknown = sorted(i for g in self.phenomena.values() for i in g
+                     if i not in ids)
+    if unknown:
+      raise ValueError(f"study {self.name}: phenomena name unknown claims "
+                       f"{unknown}; valid ids are the study's claims")
 
   def all_parts(self) -> dict[str, str]:
     """Every part the report reads (``optional`` ones run only on request,
@@ -120,6 +133,8 @@ def report(study: Study, csv_path: str, out: str, *,
   (``check=False``: the template's expectations are not checked)."""
   runs = records.read_csv(csv_path)
   ver = verdicts(study, runs)
+  reg = prereg.read_registration(os.path.dirname(csv_path) or ".")
+  firsts = summary.original_verdicts(study.claims, runs, ver, reg)
   paths.makedirs(out)
   rel = f"experiments/{study.name}/{study.csv_name}"
   command = f"python experiments/{study.name}/report.py --from-csv {rel}"
@@ -133,7 +148,10 @@ def report(study: Study, csv_path: str, out: str, *,
           k: render.image(f, study.plots[k].title) for k, f in files.items()},
       facts={k: _fact(f, runs, ver) for k, f in study.facts.items()},
       check=check,
-      selections=study.selections)
+      selections=study.selections,
+      summary=summary.line(summary.tally(study.claims, ver, reg, firsts,
+                                         study.phenomena)),
+      notes=summary.notes(study.claims, reg, firsts))
   return [path] + [f for f in files.values() if f]
 
 

@@ -57,6 +57,7 @@ from softattn import paths
 from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import render
+from softattn_studies import summary as summary_lib
 from softattn_studies.claims import Claim, Verdict
 from softattn_studies.runs import cost_summary, run_summary, select
 
@@ -88,6 +89,7 @@ class Context:
   facts: Mapping[str, str] = dataclasses.field(default_factory=dict)
   shown: set = dataclasses.field(default_factory=set)
   check: bool = True
+  notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _pick(kind: str, name: str, table: Mapping):
@@ -131,7 +133,7 @@ def _verdicts(ctx: Context, section: str) -> str:
   section = section.strip()
   _pick("section", section, {c.section: c for c in ctx.claims if c.section})
   return render.claims_table([c for c in ctx.claims if c.section == section],
-                             ctx.verdicts, ctx.shown)
+                             ctx.verdicts, ctx.shown, ctx.notes)
 
 
 def _cell(ctx: Context, arg: str) -> str:
@@ -310,13 +312,14 @@ def fill(text: str, ctx: Context, source: str = "template") -> str:
 
 
 def further_claims(claims: Sequence[Claim], verdicts: Mapping[str, Verdict],
-                   shown: set) -> str:
+                   shown: set, notes: Mapping[str, str] | None = None) -> str:
   """The claims table of every claim not ``shown`` yet ("" if none), so
   that every declared claim appears exactly once."""
   rest = [c for c in claims if c.id not in shown]
   if not rest:
     return ""
-  return "## Further claims\n\n" + render.claims_table(rest, verdicts, shown)
+  return "## Further claims\n\n" + render.claims_table(rest, verdicts, shown,
+                                                       notes)
 
 
 def write_results(path: str, template_path: str, *, data: str,
@@ -325,9 +328,14 @@ def write_results(path: str, template_path: str, *, data: str,
                   tables: Mapping[str, render.Table],
                   images: Mapping[str, str], facts: Mapping[str, str],
                   check: bool = True,
-                  selections: Mapping[str, Mapping] | None = None) -> str:
+                  selections: Mapping[str, Mapping] | None = None,
+                  summary: str | None = None,
+                  notes: Mapping[str, str] | None = None) -> str:
   """Writes RESULTS.md at ``path`` from the hand-written template at
-  ``template_path`` (filled by ``fill``), then the claims no table showed."""
+  ``template_path`` (filled by ``fill``), then the claims no table showed.
+  ``summary``: the ``{{summary}}`` line (default: ``summary_lib.line`` of
+  the claims with no registration read); ``notes``: text after a claim's
+  verdict wherever it is shown."""
   text = paths.read_text(template_path)
   if text is None:
     raise FileNotFoundError(f"{template_path}: the study's template is "
@@ -341,15 +349,15 @@ def write_results(path: str, template_path: str, *, data: str,
                        f"per-run data in `{data}`;\ndo not edit by hand (edit "
                        f"the template). Regenerate from that file alone:"
                        f"\n\n    {command}",
-          "summary": ", ".join(f"{n} {w}" for w, n in claims_lib.counts(
-              verdicts).items()) + f" ({len(claims)} claims)",
+          "summary": summary if summary is not None else summary_lib.line(
+              summary_lib.tally(claims, verdicts)),
           "runs": f"{run_summary(runs)}. Measured cost: "
                   f"{cost_summary(runs)}.",
           "rule": claims_lib.RULE},
       tables={k: t.markdown(runs) for k, t in tables.items()},
       cells={k: t.cells(runs) for k, t in tables.items()},
-      images=images, facts=facts, check=check)
+      images=images, facts=facts, check=check, notes=notes or {})
   body = fill(text, ctx, source=template_path).strip()
-  rest = further_claims(claims, verdicts, ctx.shown)
+  rest = further_claims(claims, verdicts, ctx.shown, notes)
   paths.write_atomic(path, body + ("\n\n" + rest if rest else "") + "\n")
   return path

@@ -191,8 +191,15 @@ def test_elementwise_from_csv(tmp_path):
   # 10-epoch runs (1300 / 147 core-seconds a step), and every other
   # attention model covered at 10 epochs.
   fast = v["time.faster_than_control"]
+  fast_claim = next(c for c in study.claims
+                    if c.id == "time.faster_than_control")
   assert fast.word == studies.CONFIRMED and fast.n == 3
-  assert fast.estimate == pytest.approx(400 / (1300 / 147), rel=0.02)
+  # Judged over F and every covered model: each seed's ratio averaged
+  # over the settings it ran (F's alone is 400 / (1300 / 147)).
+  each = [studies.judge(fast_claim.at(o), runs).estimate
+          for _, o in fast_claim.covers]
+  assert each[0] == pytest.approx(400 / (1300 / 147), rel=0.02)
+  assert min(each) < fast.estimate < max(each)
   assert fast.budgets == (1, 147) and "G, 10 epochs: confirmed" in \
       fast.reason
   # The 1-step control runs feed no accuracy claim (those read

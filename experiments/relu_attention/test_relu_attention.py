@@ -68,20 +68,20 @@ def test_relu_attention_from_csv(tmp_path):
     for suf in ("_a0", "_a05"):
       assert v[f"act.relu_gt_identity{suf}.{tag}"].word == \
           studies.CONTRADICTED
-    assert v[f"act.identity_not_above_relu.{tag}"].word == \
+    assert v[f"act.identity_equal_relu.{tag}"].word == \
         studies.CONTRADICTED
-    assert v[f"act.identity_not_above_relu.{tag}"].estimate == \
+    assert v[f"act.identity_equal_relu.{tag}"].estimate == \
         pytest.approx(2.0)
   for tag in ("small", "medium"):
     # relu6 is relu here (qk-LN keeps the scores below the clip at 6), so
     # its 1-point bound cannot fail: not testable, whatever the data (was
     # confirmed before the claim declared that).
-    relu6 = v[f"act.relu6_not_above_relu.{tag}"]
+    relu6 = v[f"act.relu6_equal_relu.{tag}"]
     assert relu6.word == studies.NOT_TESTABLE, relu6
     assert "cannot fail" in relu6.reason and "sqrt(d) = 4" in relu6.reason
     for h in ("relu2", "gelu", "softplus", "sigmoid", "relu6"):
-      if h != "relu6":   # equal to relu/n: not more than 1 point better
-        assert v[f"act.{h}_not_above_relu.{tag}"].word == studies.CONFIRMED
+      if h != "relu6":   # equal to relu/n: within the 1-point margin
+        assert v[f"act.{h}_equal_relu.{tag}"].word == studies.CONFIRMED
       # 3 seeds at alpha 0.5 too (sweep.AT_ALPHA_HALF); accuracy grows
       # with alpha here.
       grid = v[f"alpha.{h}_1_gt_half.{tag}"]

@@ -161,6 +161,14 @@ def test_an_uncommitted_change_and_the_readme_section(toy, tmp_path):
   assert again.loaded == 0
   assert P.section_of(readme) == P.text(again)
   assert "| toy | 0 | 3 | 1 | 4 |" in readme
+  reg = P.read_registration(str(work / "experiments" / "toy"))
+  assert reg["c1"]["status"] == P.POST and reg["c1"]["changed"] == ["target"]
+  # c2 was declared before its data with the default relation, ">".
+  assert reg["c2"]["changed"] == ["relation"]
+  assert reg["c2"]["original"] is not None and \
+      "relation" not in reg["c2"]["original"]
+  assert reg["c4"] == {"status": P.POST, "changed": ["declared"],
+                       "original": None, "first": None}
 
 
 def test_the_dumper_and_the_checker_agree_on_prose():
@@ -178,8 +186,9 @@ def test_the_dumper_and_the_checker_agree_on_prose():
 
 
 def test_the_readme_section_is_the_checkers_output():
-  """experiments/README.md's pre-registration section is what the
-  checker finds in this repository's history."""
+  """experiments/README.md's pre-registration section, and each study's
+  registration.json, are what the checker finds in this repository's
+  history."""
   try:
     P.require_history(str(REPO))
   except P.ShallowClone as e:
@@ -190,3 +199,11 @@ def test_the_readme_section_is_the_checkers_output():
   assert P.section_of(readme) == P.text(result), (
       "experiments/README.md's pre-registration section is stale: run "
       "python -m softattn_studies preregistration --write")
+  # ... and each study's registration.json, which its RESULTS.md labels
+  # and the headline counts read.
+  for study, recs in result.records.items():
+    path = REPO / "experiments" / study / P.REGISTRATION
+    assert path.exists() and path.read_text(encoding="utf-8") == \
+        P.registration_text(recs), (
+            f"{path} is stale: run python -m softattn_studies "
+            "preregistration --write, then regenerate")

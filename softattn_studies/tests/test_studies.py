@@ -307,8 +307,6 @@ def test_summary_block_is_replaced_in_place():
   once = studies.render.replace_summary(text, "A")
   twice = studies.render.replace_summary(once, "B")
   assert "A" not in twice.split("intro")[0] and twice.count("B\n") == 1
-  assert "No committed per-run data" in studies.render.summary_table(
-      [("x", None)])
 
 
 def test_probed_reads_finished_runs_with_checkpoints_lowest_seed_first(

@@ -195,7 +195,7 @@ def test_table_rows_must_match_the_columns():
 
 def test_write_results_appends_the_claims_no_table_showed(tmp_path):
   tmpl = tmp_path / "RESULTS.md.tmpl"
-  tmpl.write_text("# T\n\n{{generated}}\n\n**Summary:** {{summary}}.\n\n"
+  tmpl.write_text("# T\n\n{{generated}}\n\n**Summary:** {{summary}}\n\n"
                   "{{verdicts:main}}\n")
   path = template.write_results(
       str(tmp_path / "RESULTS.md"), str(tmpl), data="d/runs.csv",
@@ -204,8 +204,11 @@ def test_write_results_appends_the_claims_no_table_showed(tmp_path):
       facts={})
   text = open(path, encoding="utf-8").read()
   assert "`RESULTS.md.tmpl`" in text and "    cmd" in text
-  assert "**Summary:** 1 confirmed, 1 contradicted, 0 inconclusive, 1 not " \
-         "testable here (3 claims)." in text
+  # No registration.json read: every claim counts as not checked yet.
+  assert "**Summary:** the paper's 3 claims, by how they were declared: " \
+         "not checked (run `python -m softattn_studies preregistration " \
+         "--write`) (3): 1 confirmed, 1 contradicted, 1 not testable here." \
+         in text
   assert text.index("(`up`)") < text.index("## Further claims") < \
       text.index("(`later`)")
   assert text.count("(`up`)") == 1 and text.endswith("\n")
