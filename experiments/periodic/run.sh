@@ -12,7 +12,9 @@
 # 2026-11-26); focus part `breakdown_1ep_d4`: the same at depth 4 (27
 # declared; the 12 runs of sin_max_constant, cos_max, sin2_max, siren_max,
 # softmax, sin_softmax ran in 38 minutes with --parallel=2, measured
-# 2026-11-28; the norm versions' 15 are not run, see RESULTS.md); focus part `depth8`: Table 2's pairs (softmax,
+# 2026-11-28; prenorm(cos_max)'s 3 ran in 6 minutes with --parallel=1 on
+# 2026-11-29 (`--only '*prenorm.cos_max*'`); the other norm versions' 12
+# are not run, see RESULTS.md); focus part `depth8`: Table 2's pairs (softmax,
 # sin2_max_shifted, sin_softmax and their norm versions) at depth 8 for the
 # `main` 300 steps x 3 seeds (18 runs, 63 run-minutes, ~35 minutes with
 # --parallel=2 beside other jobs, measured 2026-11-28). Then runs.csv,
