@@ -499,11 +499,28 @@ def judge(claim: Claim, runs: Sequence[RunRecord], alpha: float = ALPHA,
   # contrasts averaged over the settings it ran (runs of one seed share
   # init and data order across settings, as across pooled depths), so no
   # one setting, or budget, is picked for its p-value.
-  judged = [claim] + [claim.at(o) for _, o in claim.covers[1:]]
-  judged = [c for c, (_, v) in zip(judged, every) if v.word != NOT_TESTABLE]
+  judged = [o for (_, o), (_, v) in zip(claim.covers, every)
+            if v.word != NOT_TESTABLE]
+  diffs, left = covered_pairs(claim, runs, judged)
+  pooled = _judge_diffs(claim, diffs, 1, left, alpha)
+  return dataclasses.replace(
+      pooled, budgets=budgets, reason=f"{_end(pooled.reason)} Pooled over "
+      f"the {len(judged)} covered settings it can judge (each seed's "
+      f"contrast averaged over the settings it ran); per setting: {shown}.")
+
+
+def covered_pairs(claim: Claim, runs: Sequence[RunRecord],
+                  settings: Sequence[Selection] | None = None
+                  ) -> tuple[list[float], list[RunRecord]]:
+  """The per-seed contrasts a covered claim is tested on: each seed's
+  contrast (``per_seed`` within a setting) averaged over the covered
+  ``settings`` (overrides; default all) it ran, in seed order; and the
+  runs left out."""
   by_seed: dict[Any, list[float]] = {}
   left: list[RunRecord] = []
-  for c in judged:
+  for o in (settings if settings is not None else
+            [o for _, o in claim.covers] or [{}]):
+    c = claim.at(o)
     matched, out = _matched(c, runs)
     left += out
     i = list(c.pair_by).index("seed")
@@ -512,12 +529,7 @@ def judge(claim: Claim, runs: Sequence[RunRecord], alpha: float = ALPHA,
       one.setdefault(k[i], []).append(_contrast(c, vals))
     for seed, vs in one.items():
       by_seed.setdefault(seed, []).append(float(np.mean(vs)))
-  diffs = [float(np.mean(by_seed[s])) for s in sorted(by_seed)]
-  pooled = _judge_diffs(claim, diffs, 1, left, alpha)
-  return dataclasses.replace(
-      pooled, budgets=budgets, reason=f"{_end(pooled.reason)} Pooled over "
-      f"the {len(judged)} covered settings it can judge (each seed's "
-      f"contrast averaged over the settings it ran); per setting: {shown}.")
+  return [float(np.mean(by_seed[s])) for s in sorted(by_seed)], left
 
 
 def _judge_setting(claim: Claim, runs: Sequence[RunRecord], alpha: float,

@@ -6,7 +6,8 @@ A study declares each figure as a ``Plot``: its panels, each a ``Points``
 contrasts of claims, as the rule judges them). The drawing rules hold for
 every study:
 
-* one colour per series label across every panel of a figure;
+* one colour per series label across every panel of every figure of a
+  study (``palette``);
 * every seed is a point; the mean gets a 95 % t interval only from
   ``MIN_BAND`` seeds up (with fewer, an interval of 2 seeds spans most of
   the axis and says nothing): hollow mean markers mark those points;
@@ -116,19 +117,50 @@ class Plot:
   ncols: int | None = None
 
 
-def palette(plot: Plot) -> dict[str, str]:
-  """One colour per series label, in order of first appearance; a paired
-  label "relu, small" takes the colour of the series "relu" when there is
-  one."""
-  labels = dict.fromkeys(k for p in plot.panels for k in (
+# Distinct colours, enough for a study's settings (tab10, then ten more of
+# other hues): a study with more series labels fails loudly rather than
+# reusing one.
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+          "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#e6550d",
+          "#31a354", "#843c39", "#7b4173", "#636363", "#8ca252", "#3182bd",
+          "#fd8d3c", "#ad494a")
+SEPARATORS = (", ", " - ", " / ", " vs ", ": ")
+
+
+def _setting(label: str, known) -> str | None:
+  """The series label a paired label names first ("nsm-inf - sm" ->
+  "nsm-inf", "relu, small" -> "relu"), if it is one of ``known``."""
+  for sep in SEPARATORS:
+    head = label.split(sep)[0]
+    if head != label and head in known:
+      return head
+  return None
+
+
+def palette(plots_: Plot | Sequence[Plot]) -> dict[str, str]:
+  """One colour per series label across every panel of ``plots_`` (one
+  figure, or all of a study's, so a setting keeps its colour from figure
+  to figure), in order of first appearance; a paired label takes the
+  colour of the series it names first ("relu, small", "nsm-inf - sm")
+  when there is one."""
+  figs = [plots_] if isinstance(plots_, Plot) else list(plots_)
+  panels = [p for f in figs for p in f.panels]
+  labels = list(dict.fromkeys(k for p in panels for k in (
       p.series if isinstance(p, Points) else
-      p.groups if isinstance(p, Curves) else ()))
-  colors = {k: f"C{i % 10}" for i, k in enumerate(labels)}
-  for p in plot.panels:
+      p.groups if isinstance(p, Curves) else ())))
+  paired = [k for p in panels if isinstance(p, Paired) for k in p.claims
+            if k not in labels and _setting(k, labels) is None]
+  labels += list(dict.fromkeys(paired))
+  if len(labels) > len(COLORS):
+    raise ValueError(f"{len(labels)} series labels across the study's plots "
+                     f"but {len(COLORS)} distinct colours: name fewer "
+                     "settings, or reuse labels for the same setting")
+  colors = dict(zip(labels, COLORS))
+  for p in panels:
     if isinstance(p, Paired):
       for k in p.claims:
-        colors.setdefault(k, colors.get(k.split(", ")[0],
-                                        f"C{len(colors) % 10}"))
+        if k not in colors:
+          colors[k] = colors[_setting(k, labels)]
   return colors
 
 
@@ -223,21 +255,37 @@ def _curves(ax, p: Curves, runs, colors) -> int:
 
 
 def _paired(ax, p: Paired, runs, colors, claims: Mapping[str, Claim]) -> int:
-  drawn, nulls, ticks = 0, set(), []
+  """Each claim's per-pair contrasts; a claim that covers several settings
+  (budgets, depths) shows each setting's pairs, then the per-seed means
+  over all of them, the values its test reads (``claims.covered_pairs``)."""
+  drawn, nulls, ticks, x = 0, set(), [], 0
   for i, (label, cid) in enumerate(p.claims.items()):
     if cid not in claims:
       raise ValueError(f"paired panel {p.title!r}: unknown claim {cid!r}")
     c = claims[cid]
-    diffs, _ = claims_lib.pairs(c, runs)
     nulls.add(c.null)
-    ticks.append(plots.seeds_label(label, [len(diffs)]))
-    if diffs:
-      _mean_ci(ax, i, diffs, colors[label], plots.MARKERS[i % len(
-          plots.MARKERS)])
-      drawn += 1
+    marker = plots.MARKERS[i % len(plots.MARKERS)]
+    settings = list(c.covers) if c.covers and not c.event else [("", {})]
+    for setting, o in settings:
+      diffs, _ = claims_lib.pairs(c.at(o), runs)
+      ticks.append(plots.seeds_label(
+          f"{label}: {setting}" if setting else label, [len(diffs)]))
+      if diffs:
+        _mean_ci(ax, x, diffs, colors[label], marker)
+        drawn += 1
+      x += 1
+    if len(settings) > 1:
+      pooled, _ = claims_lib.covered_pairs(c, runs)
+      ticks.append(plots.seeds_label(f"{label}: all, per-seed mean",
+                                     [len(pooled)]))
+      if pooled:
+        _mean_ci(ax, x, pooled, colors[label], "D")
+        drawn += 1
+      ax.axvline(x + 0.5, color="0.8", lw=0.6)
+      x += 1
   for null in nulls:
     ax.axhline(null, color="k", lw=0.8)
-  ax.set_xticks(range(len(p.claims)))
+  ax.set_xticks(range(len(ticks)))
   ax.set_xticklabels(ticks, rotation=30, ha="right", fontsize=7)
   ax.set_xlabel("claim (pairs)")
   ax.set_ylabel(p.ylabel)
@@ -327,10 +375,11 @@ def _legend_note(plot: Plot) -> str:
 
 
 def draw(plot: Plot, path: str, runs: Sequence[RunRecord],
-         claims: Sequence[Claim] = ()) -> str | None:
+         claims: Sequence[Claim] = (),
+         colors: Mapping[str, str] | None = None) -> str | None:
   """Draws ``plot`` into ``path``; None (and no file) when no panel has
-  data."""
-  colors = palette(plot)
+  data. ``colors``: the study's ``palette`` (default: this figure's)."""
+  colors = colors or palette(plot)
   by_id = {c.id: c for c in claims}
   ncols = plot.ncols or len(plot.panels)
   fig, axes = plots.subplots(ncols, -(-len(plot.panels) // ncols),

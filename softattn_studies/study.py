@@ -139,8 +139,10 @@ def report(study: Study, csv_path: str, out: str, *,
   rel = f"experiments/{study.name}/{study.csv_name}"
   command = f"python experiments/{study.name}/report.py --from-csv {rel}"
   # out/<name>.png per plot; None (no file) when it has no data yet.
+  colors = plotspec.palette(list(study.plots.values()))
   files = {k: plotspec.draw(p, paths.join(out, f"{k}.png"), runs,
-                            study.claims) for k, p in study.plots.items()}
+                            study.claims, colors)
+           for k, p in study.plots.items()}
   path = template.write_results(
       paths.join(out, "RESULTS.md"), study.template, data=rel,
       command=command, runs=runs, claims=study.claims, verdicts=ver,

@@ -15,7 +15,7 @@ import numpy as np
 
 import softattn_studies as studies
 from softattn_studies.claims import ACCURACY, Claim, Metric, pairs
-from softattn_studies.plotspec import Curves, Plot, Points
+from softattn_studies.plotspec import Curves, Paired, Plot, Points
 from softattn_studies.render import (Cell, ClaimEstimate, Contrast, Events,
                                      Span, Table)
 from softattn.sweep import declaration
@@ -179,6 +179,15 @@ PLOTS = {
         "test accuracy, 10 epochs", TEN_EPOCHS, "accuracy", "eval",
         "test accuracy % (mean, 95 % band)", ACCURACY,
         ends_without=("B, no skip, separate optimizers",)),
+    # Table 1's BN claims at 10 epochs: each BN model minus its no-BN twin,
+    # paired by seed (the paper: BN hurts, or collapses at 2 layers).
+    "bn_paired": Plot("BN against no BN, paired by seed (10 epochs)", [
+        Paired("BN model - its no-BN twin", {
+            "A - B (2 layers, 8 heads)": "t1.bn_hurts_2layers",
+            "C - D (2 layers, 16 heads)": "t1.bn_hurts_2layers.CD",
+            "E - F (4 layers)": "t1.bn_hurts_4layers.EF",
+            "G - H (4 layers)": "t1.bn_hurts_4layers.GH"},
+               "test accuracy points")], size=(5.0, 4.0)),
 }
 
 

@@ -146,6 +146,10 @@ def _diag_plot(title, metric, ylabel, qk):
       else None) for n in MAIN], size=(4.4, 3.4))
 
 
+# Table 4's rows (claims.lsel's labels) as the loss plot names them; the
+# attention plots' "sm" and "nsm-inf" keep their colours.
+LOSS_LABEL = {"sm": "sm", "nsm-inf": "nsm-inf", "nsm-1": "nsm-1",
+              "lognorm": "LogitNorm"}
 PLOTS = {
     "acceleration": Plot("accuracy vs budget", [
         Points("test accuracy by budget", ACCURACY,
@@ -153,10 +157,25 @@ PLOTS = {
                {SHORT[n]: [(b, sel(n, b)) for b in claims.BUDGETS] +
                 [(FOCUS_STEPS, long(n))] for n in MAIN},
                logx=True, dodge=0.12, xticks=(*claims.BUDGETS, FOCUS_STEPS)),
-        Paired("paired by seed at the judged 200 steps: NSM - sm", {
-            "nsm-inf - sm": "accel.inf_gt_sm",
-            "nsm-sqrtd - sm": "accel.sqrt_gt_sm"},
+        Paired("paired by seed at every budget, then each seed's mean over "
+               "them (what the test reads): NSM - sm", {
+                   "nsm-inf - sm": "accel.inf_gt_sm",
+                   "nsm-sqrtd - sm": "accel.sqrt_gt_sm"},
                "accuracy points (NSM - sm)")], size=(5.5, 4.0)),
+    # Table 4's rows at both lengths, and its claims' paired differences.
+    "loss": Plot("cross-entropy losses (Table 4 analog)", [
+        Points("test accuracy by loss and length", ACCURACY,
+               "training length (steps)",
+               {LOSS_LABEL[x]: [(claims.LOSS_STEPS, claims.lsel(x)),
+                                (claims.LOSS_2EP_STEPS,
+                                 claims.lsel(x, long_=True))]
+                for x in LOSS_LABEL}, logx=True, dodge=0.1,
+               xticks=(claims.LOSS_STEPS, claims.LOSS_2EP_STEPS)),
+        Paired("paired by seed at each length, then each seed's mean", {
+            "nsm-inf - sm": "loss.inf_gt_sm",
+            "nsm-inf - nsm-1": "loss.inf_gt_nsm1",
+            "nsm-inf - LogitNorm": "loss.gt_logitnorm"},
+               "accuracy points")], size=(5.5, 4.0)),
     "score_std": _diag_plot("std of QK^T per layer", "score_std",
                             "std of QK^T (softmax: recorded x sqrt(d))", True),
     "entropy": _diag_plot("attention entropy per layer", "attn_entropy",

@@ -16,7 +16,8 @@ import softattn_studies as studies
 from softattn.data import datasets
 from softattn_studies import render
 from softattn_studies.claims import ACCURACY
-from softattn_studies.plotspec import Curves, Heatmap, Plot, Points, Quantiles
+from softattn_studies.plotspec import (Curves, Heatmap, Paired, Plot, Points,
+                                       Quantiles)
 from softattn_studies.render import Cell, Events, Table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -140,6 +141,10 @@ TABLES = {
                    for n in (SM, SIN)]),
 }
 
+# Table 2 claims' setting tags as the paired panels name them.
+_T2_TAG = {**{f"d{d}": f"depth {d}" for d in (*DEPTHS, 8)},
+           f"d4_{claims.FOCUS_STEPS}": f"depth 4, {claims.FOCUS_STEPS} steps",
+           "d1_1ep": "depth 1, 1 epoch", "d4_1ep": "depth 4, 1 epoch"}
 PLOTS = {
     "depth": Plot("accuracy vs depth", [Points(
         "test accuracy by depth", ACCURACY, "depth (attention blocks)",
@@ -148,6 +153,14 @@ PLOTS = {
             [(8, sel(n, 8, claims.DEPTH8_PART))]
             if n in claims.study.DEPTH8 else []) for n in claims.PAPER},
         logx=True, dodge=0.04, xticks=(*DEPTHS, 8))], size=(6.5, 4.2)),
+    # Table 2's pairs, each its own panel: the per-seed difference at every
+    # depth and length a claim judges it (paired by seed).
+    "table2_paired": Plot("Table 2 pairs, paired by seed", [
+        Paired(f"{a} - {b}", {
+            f"{a} - {b}, {_T2_TAG.get(c.id.rsplit('.', 1)[1], c.id)}": c.id
+            for c in claims.CLAIMS if c.id.startswith(f"t2.{cid}.")},
+               "accuracy points")
+        for cid, a, b, _ in claims.T2_PAIRS], size=(4.2, 3.8), ncols=3),
     "saturation": Plot("gradient saturation over training", [
         *[Quantiles(f"{n}, depth {DEEPEST}", ylabel, sel(n, DEEPEST), prefix,
                     logy) for prefix, ylabel, logy in (

@@ -137,3 +137,39 @@ def test_the_original_verdict_is_the_first_declarations():
   orig = S.original_verdicts([today], runs, ver, reg)["x"]
   assert ver["x"].word == C.CONFIRMED       # 2, 2.5, 3 points: below 5
   assert orig.word == C.CONTRADICTED        # ... and beyond ±1
+
+
+def test_a_study_has_one_colour_per_setting_across_its_figures():
+  from softattn_studies import plotspec as PS  # noqa: PLC0415
+  sel = {"part": "a"}
+  one = PS.Plot("one", [PS.Points("p", studies.ACCURACY, "x",
+                                  {"sm": [(1, sel)], "nsm": [(1, sel)]})])
+  two = PS.Plot("two", [PS.Points("q", studies.ACCURACY, "x",
+                                  {"nsm": [(1, sel)], "relu": [(1, sel)]}),
+                        PS.Paired("d", {"nsm - sm": "c", "other": "c"}, "y")])
+  colors = PS.palette([one, two])
+  assert len({colors["sm"], colors["nsm"], colors["relu"],
+              colors["other"]}) == 4
+  assert colors["nsm - sm"] == colors["nsm"]      # the setting it names
+  # Each figure alone would start its palette over: nsm would change colour.
+  assert PS.palette(two)["nsm"] != colors["nsm"]
+  many = PS.Plot("many", [PS.Points("p", studies.ACCURACY, "x", {
+      f"s{i}": [(1, sel)] for i in range(len(PS.COLORS) + 1)})])
+  with pytest.raises(ValueError, match="distinct colours"):
+    PS.palette(many)
+
+
+def test_a_paired_panel_shows_every_covered_setting_and_the_pooled_values():
+  from softattn_studies import plotspec as PS, plots  # noqa: PLC0415
+  runs = [r for steps in (50, 200) for s in range(3) for r in (
+      run("a", s, 0.51 + 0.01 * s, steps), run("b", s, 0.5, steps))]
+  c = covered()
+  fig, axes = plots.subplots(1, 1)
+  ax = axes.reshape(-1)[0]
+  drawn = PS._paired(ax, PS.Paired("d", {"a - b": "c"}, "y"), runs,
+                     {"a - b": "C0"}, {"c": c})
+  ticks = [t.get_text() for t in ax.get_xticklabels()]
+  plots.pyplot().close(fig)
+  assert drawn == 3 and ticks == ["a - b: 200 steps (n=3)",
+                                  "a - b: 50 steps (n=3)",
+                                  "a - b: all, per-seed mean (n=3)"]
