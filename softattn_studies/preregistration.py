@@ -641,8 +641,8 @@ def _judged_runs(claim, runs) -> list:
 def _today(experiments_dir: str):
   """(name, Study, runs.csv path or None) of each study in the working
   tree."""
-  from softattn_studies import study  # pylint: disable=g-import-not-at-top
-  return list(study.studies_in(experiments_dir))
+  from softattn_studies import discover  # pylint: disable=g-import-not-at-top
+  return list(discover.studies_in(experiments_dir))
 
 
 def check(experiments_dir: str = "experiments", *, cache_path: str | None
@@ -652,7 +652,7 @@ def check(experiments_dir: str = "experiments", *, cache_path: str | None
   holds ``experiments_dir``; returns (result, cache) (the cache with the
   keys loaded here added). ``cache_path``: default
   ``<experiments_dir>/preregistration_cache.json``; None: no cache.
-  ``found``: ``study.studies_in``' output, when loaded already;
+  ``found``: ``discover.studies_in``' output, when loaded already;
   ``save_to``: where to save the cache every 10 commits loaded."""
   import softattn_studies as S  # pylint: disable=g-import-not-at-top
   exp_abs = os.path.abspath(experiments_dir)

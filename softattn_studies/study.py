@@ -25,13 +25,14 @@ import dataclasses
 import os
 from typing import Any, Callable, Mapping, Sequence
 
-from softattn import config_files, paths
+from softattn import paths
 from softattn.sweep import declaration, records
 from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import plotspec, render, runs as runs_lib, template
 from softattn_studies import preregistration as prereg
 from softattn_studies import summary
+from softattn_studies.discover import studies_in  # noqa: F401 (re-exported)
 from softattn_studies.claims import Claim, Verdict
 
 
@@ -202,15 +203,3 @@ def main(study: Study, argv=None) -> int:
   for f in report(study, csv_path, a.out, check=not a.unchecked):
     print(f"wrote {f}")
   return 0
-
-
-def studies_in(experiments: str):
-  """(name, Study, path of its runs.csv or None) for each study folder of
-  ``experiments`` (a folder with a ``report.py`` declaring ``STUDY``)."""
-  for name in sorted(os.listdir(experiments)):
-    rep = os.path.join(experiments, name, "report.py")
-    if not os.path.exists(rep):
-      continue
-    study = config_files.load_module(rep).STUDY
-    csv_path = os.path.join(experiments, name, study.csv_name)
-    yield name, study, csv_path if os.path.exists(csv_path) else None
