@@ -93,16 +93,13 @@ def get_config(arg=None):
     c.model_name = "elementwise"
     # Every field explicit (a preset's fields are None only to be filled by
     # the preset), so that runs can override them; head_groups 0 = concat.
-    c.model.variant = "B"
-    c.model.heads, c.model.layers, c.model.bn = 8, 2, False
-    c.model.head_groups = 0
-    c.model.skip = True
+    c.model.update(variant="B", heads=8, layers=2, bn=False, head_groups=0,
+                   skip=True)
   c.model.init_std = 0.02
   c.optimizer.name = "adam"
   if a.part == "separate":
     c.optimizer.groups = [dict(ATTN_GROUP)]
-  c.schedule.name = "constant"
-  c.schedule.base_lr = float(a.lr)
+  c.schedule.update(name="constant", base_lr=float(a.lr))
   c.loss.name = "softmax_xent"
 
   # Once per epoch (the paper's curves): 15 steps of 4096 on Fashion-MNIST;

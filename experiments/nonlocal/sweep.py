@@ -77,13 +77,9 @@ def get_config(arg=None):
     # they ran (their blocks embed to all C channels, the block's default).
     c.model.nl_blocks.embed_channels = EMBED
 
-  c.optimizer.name = "sgd"
-  c.optimizer.momentum = 0.9
-  c.optimizer.nesterov = False
-  c.optimizer.weight_decay = 1e-4
-  c.schedule.name = "step"
-  c.schedule.base_lr = 0.1
-  c.schedule.decay_factor = 0.1
+  c.optimizer.update(name="sgd", momentum=0.9, nesterov=False,
+                     weight_decay=1e-4)
+  c.schedule.update(name="step", base_lr=0.1, decay_factor=0.1)
   if full:
     c.num_epochs = 164.0
     c.schedule.boundary_epochs = [81, 122]

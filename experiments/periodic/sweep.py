@@ -83,14 +83,11 @@ def get_config(arg=None):
     c.model.stem_widths = (16, 64, 128)
 
   c.model_name = "levit_demo"
-  c.model.depth = 1
-  c.model.normalizer = "softmax"
+  c.model.update(depth=1, normalizer="softmax")
 
-  c.optimizer.name = "adam"          # coupled L2, as torch's Adam(wd=...)
-  c.optimizer.weight_decay = a.wd
-  c.optimizer.decay_min_ndim = 1     # torch decays every parameter
-  c.schedule.name = "constant"
-  c.schedule.base_lr = a.lr
+  # Coupled L2, as torch's Adam(wd=...), which decays every parameter.
+  c.optimizer.update(name="adam", weight_decay=a.wd, decay_min_ndim=1)
+  c.schedule.update(name="constant", base_lr=a.lr)
   c.loss.name = "softmax_xent"
 
   c.log_every = 1563 if full else 15
