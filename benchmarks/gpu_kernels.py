@@ -4,6 +4,7 @@
     python benchmarks/gpu_kernels.py --lengths 1024 4096 --batch 2
     python benchmarks/gpu_kernels.py --blocks 64 32     # other pallas blocks
     python benchmarks/gpu_kernels.py --impls pallas cudnn --lengths 4096
+    python benchmarks/gpu_kernels.py --backend mosaic --impls pallas  # Hopper
 
 Times forward and forward+backward (grad of ``sum(out)`` w.r.t. q, k, v),
 bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
@@ -23,6 +24,12 @@ bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
   in its time): what Pallas' Mosaic GPU lowering reaches on the chip, the
   yardstick for porting the Triton kernels to it. It takes lengths that are
   multiples of 128 only.
+
+``--backend mosaic`` (or ``triton``) forces the kernels ``pallas`` runs
+(``SOFTATTN_GPU_KERNELS``, ``softattn.pallas.gpu.backend``; default
+``auto``: its rule, Triton until the Mosaic GPU kernels have passed on a
+GPU); the Mosaic GPU kernels need a Hopper GPU and blocks that are
+multiples of 64. Never run so far (no GPU when they were written).
 
 ``--launches W S [W S ...]`` times the pallas kernels under each Triton
 ``num_warps``/``num_stages`` pair in turn instead of
@@ -49,6 +56,7 @@ import argparse
 import contextlib
 import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -209,6 +217,10 @@ def main(argv=None):
                   help="pairs of Triton num_warps and num_stages: time the "
                        "pallas kernels under each instead of "
                        "gpu_tile.compiler_params' rule")
+  ap.add_argument("--backend", default="auto",
+                  choices=("auto", "mosaic", "triton"),
+                  help="GPU kernels pallas runs (auto: gpu/backend.py's "
+                       "rule)")
   ap.add_argument("--out", default="benchmarks/results/gpu_kernels.json")
   args = ap.parse_args(argv)
   if args.launches and len(args.launches) % 2:
@@ -219,6 +231,12 @@ def main(argv=None):
     sys.exit(f"benchmarks/gpu_kernels.py needs a GPU (jax's default backend "
              f"is {jax.default_backend()!r}); nothing was timed")
   device = jax.devices()[0].device_kind
+  if args.backend != "auto":
+    from softattn.pallas.gpu import backend  # noqa: PLC0415
+    if args.backend == "mosaic" and not backend.is_hopper(device):
+      sys.exit(f"--backend mosaic needs a Hopper GPU (H100/H200), this is "
+               f"{device!r}; use --backend triton or auto")
+    os.environ[backend.ENV] = args.backend   # the library's own switch
   rows = []
   for length in args.lengths:
     for name in args.normalizers:

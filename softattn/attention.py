@@ -26,15 +26,16 @@ Paths (``implementation=``):
   bias, not causal) and no ``logits_soft_cap``.
 * ``"pallas"``: fused kernels (``softattn.pallas``) for every normalizer
   whose mode is in ``softattn.modes``, and on TPU ``sparsemax``/``entmax15``
-  as passes of the pointwise kernel (``pallas/common/streams.py``) and
+  as passes over the keys (``pallas/common/streams.py``) and
   ``stick_breaking`` in kernels of its own (``pallas/tpu/stick.py``): score
   tiles stay in VMEM (TPU, Mosaic) or registers/shared memory (GPU, Triton:
   ``softattn.pallas.gpu.triton``, which also needs power-of-two head dims >= 16
   and no ``erf`` in the transform), forward and backward. Takes a key mask
   and ``is_causal`` (no bias, no per-query mask);
   ``chunk_size``/``query_chunk_size`` override its block sizes. On CPU it
-  runs the TPU kernels in the Pallas interpreter (slow; for tests). No
-  ``logits_soft_cap`` yet (``_pallas_reason``).
+  runs the TPU kernels in the Pallas interpreter (slow; for tests). Takes
+  ``logits_soft_cap`` (each tile's scores capped in the kernel, the cap's
+  derivative multiplied into ``dS`` in the backward: ``tile.scores``).
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
   normalizer (one-pass modes only, no ``stream``) and mask and the scores are larger than
@@ -44,7 +45,7 @@ Paths (``implementation=``):
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
   ``return_weights=True`` always uses ``dense``. With ``logits_soft_cap``
-  it picks ``chunked`` or ``dense`` by the same rule.
+  it picks by the same rule, ``linear`` excepted.
 
   Why the Pallas threshold: compiled for a v5e (B=16, H=12, D=64,
   forward+backward, softmax; the larger of FLOPs / peak and HBM bytes with
@@ -200,9 +201,9 @@ def dot_product_attention(
       uncapped (as FlashAttention adds ALiBi), and the normalizer sees
       ``cap(scale * q.k) + bias`` whole, its row statistics (NormSoftmax's
       mean and std) included; masked keys get weight 0 as without a cap. None (default): no cap, the program unchanged. Paths: dense and
-      chunked (autodiff differentiates the cap, forward and backward); not
-      linear (the weights are no longer linear in the scores) and, for now,
-      not pallas; ``auto`` picks chunked or dense.
+      chunked (autodiff differentiates the cap, forward and backward) and
+      pallas (in the kernels); not linear (the weights are no longer linear
+      in the scores), which ``auto`` then never picks.
 
   Returns:
     ``[batch, q_len, heads, v_dim]`` in ``value.dtype``, and the weights if
@@ -238,11 +239,12 @@ def dot_product_attention(
     out = _linear(query, key, value, norm, p, mask, scale)
   elif impl == "pallas":
     from softattn import pallas  # noqa: PLC0415
-    reason = _pallas_reason(norm, mask, bias, p, cap)
+    reason = _pallas_reason(norm, mask, bias, p)
     if reason:
       raise ValueError(reason)
     out = pallas.pallas_attention(query, key, value, norm, p, mask, scale,
-                                  is_causal, chunk_size, query_chunk_size)
+                                  is_causal, chunk_size, query_chunk_size,
+                                  logits_soft_cap=cap)
   elif impl == "chunked":
     if not norm.streamable:
       raise ValueError(
@@ -277,45 +279,40 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
       and logits_soft_cap is None and lq * lk > (lq + lk) * d):
     return "linear"
   if lq * lk > AUTO_PALLAS_MIN_SCORES and (
-      _fused_on_tpu(norm, mask, bias, p, logits_soft_cap)
-      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks, logits_soft_cap)):
+      _fused_on_tpu(norm, mask, bias, p)
+      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks)):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
   return "dense"
 
 
-def _pallas_reason(norm, mask, bias, p=None, logits_soft_cap=None):
+def _pallas_reason(norm, mask, bias, p=None):
   """Why the fused kernels cannot run this call, or None: what ``auto``
   (``_fused_on_tpu``/``_fused_on_gpu``) and ``implementation='pallas'``
-  both ask."""
-  # The one place that keeps a soft-cap off the kernels (#46 item 3): drop
-  # this test when softattn.pallas takes logits_soft_cap.
-  if logits_soft_cap is not None:
-    return ("logits_soft_cap: the Pallas kernels do not take it yet; use "
-            "implementation='dense' or 'chunked' (or 'auto', which picks one)")
+  both ask (a ``logits_soft_cap`` is no reason: every kernel takes it)."""
   from softattn import pallas  # noqa: PLC0415
   return pallas.unsupported_reason(norm, mask, bias, p)
 
 
-def _fused_on_tpu(norm, mask, bias, p=None, logits_soft_cap=None):
+def _fused_on_tpu(norm, mask, bias, p=None):
   # The streams (sparsemax, entmax15: several passes; stick_breaking: its
   # scans double the MXU work) fuse too, but their crossover against dense
   # was never measured: auto leaves them to dense/chunked.
   from softattn import pallas  # noqa: PLC0415
   return (pallas.target_chip()[1] and norm.stream is None
-          and _pallas_reason(norm, mask, bias, p, logits_soft_cap) is None)
+          and _pallas_reason(norm, mask, bias, p) is None)
 
 
 def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None,
-                  blocks=(None, None), logits_soft_cap=None):
+                  blocks=(None, None)):
   """On GPU: the TPU kernels' contract plus the Triton lowering's
   (``pallas.gpu.triton.wrapper.unsupported_reason``: power-of-two head dims and
   forced blocks >= 16, no ``erf`` in the tile math)."""
   from softattn import pallas  # noqa: PLC0415
   from softattn.pallas.gpu.triton import wrapper as gpu  # noqa: PLC0415
   return (pallas.target_platform() == "gpu"
-          and _pallas_reason(norm, mask, bias, p, logits_soft_cap) is None
+          and _pallas_reason(norm, mask, bias, p) is None
           and gpu.unsupported_reason(norm, p, d, dv, blocks) is None)
 
 

@@ -58,7 +58,7 @@ class Stream(NamedTuple):
   """``run(scan_keys, rows, dv, dtype, p) -> out [*rows, dv]``; ``passes``
   says how many passes over the keys, in words (docs and README);
   ``alpha``: the entmax alpha of a threshold stream (the fused path runs
-  those as pointwise kernel passes, ``softattn.pallas.common.streams``), None for
+  those as passes over the keys, ``softattn.pallas.common.streams``), None for
   the others; ``fused``: how ``implementation='pallas'`` runs it, in
   words ("" when it does not)."""
   run: Callable

@@ -46,9 +46,9 @@ EXTRA = {
             # bfloat16 q, k, v (pallas.wrapper.operand_dtype).
             dict(length=196, d=64, dtype="float32"),
             dict(length=2000, d=64, causal=True, normalizer="sigmoid"),
-            # sparsemax's threshold search: passes of the pointwise kernel
-            # (softattn/pallas/common/streams.py), 13 Mosaic kernels with the
-            # backward. Mosaic's compile time grows with the block, which
+            # sparsemax's threshold search: passes of its own kernel and of
+            # the pointwise one (softattn/pallas/common/streams.py), 12 Mosaic
+            # kernels with the backward. Mosaic's compile time grows with the block, which
             # grows with L (~140 s at 4096): L=256 (~10 s) checks the
             # lowering of every pass, not the production block.
             dict(b=4, h=4, length=256, normalizer="sparsemax",

@@ -5,8 +5,10 @@ row formulas on scores capped in NumPy; for gradients, a jnp reference
 differentiated in float64), against each other (dense == chunked, forward and
 backward) and against jax's splash-attention reference
 (``attention_reference``, and ``attention_reference_custom`` whose backward
-writes the cap's derivative by hand) for softmax. ``None`` must leave every
-path bitwise unchanged; the linear and (for now) Pallas paths refuse a cap.
+writes the cap's derivative by hand) for softmax. The fused kernels (TPU and
+Triton, in the Pallas interpreter) against the float64 truth, forward and
+backward. ``None`` must leave every path bitwise unchanged; the linear path
+refuses a cap.
 """
 
 import math
@@ -33,15 +35,17 @@ SCALE = D ** -0.5
 CAP = 2.0   # scores here are ~N(0, 2.5^2): most of them are well into tanh
 
 
-def _inputs_np(lq=LQ, lk=LK, seed=0):
+def _inputs_np(lq=LQ, lk=LK, seed=0, d=D):
   # Drawn with x64 off whatever the caller's setting (as tests/test_pallas.py):
   # under enable_x64 jax.random draws other numbers, and the float64 truth
   # must be computed on the very inputs the float32 runs see.
   with jax.enable_x64(False):
     ks = jax.random.split(jax.random.PRNGKey(seed), 5)
-    q = 2.5 * jax.random.normal(ks[0], (B, lq, H, D))
-    k = jax.random.normal(ks[1], (B, lk, H, D))
-    v = jax.random.normal(ks[2], (B, lk, H, D))
+    # (D / d) ** 0.5: the scores at SCALE keep their spread at head dim d
+    # (the Triton kernels need d >= 16); exactly 1 at d = D.
+    q = 2.5 * jax.random.normal(ks[0], (B, lq, H, d)) * (D / d) ** 0.5
+    k = jax.random.normal(ks[1], (B, lk, H, d))
+    v = jax.random.normal(ks[2], (B, lk, H, d))
     bias = 0.5 * jax.random.normal(ks[3], (1, H, lq, lk))
     return tuple(np.asarray(x) for x in (q, k, v, bias))
 
@@ -143,14 +147,15 @@ def _jnp_truth_grads(name, q, k, v, cap, mask, causal, bias):
 
 
 def _run(impl, name, q, k, v, cap, mask=None, causal=False, bias=None,
-         params=None, dtype=jnp.float32, **kw):
+         params=None, dtype=jnp.float32, chunks=(CHUNK, QCHUNK), **kw):
   """Output and q/k/v (and params) gradients of ``_loss``, jitted, with
-  q/k/v in ``dtype``."""
+  q/k/v in ``dtype``; ``chunks``: (key, query) block sizes."""
   def f(q, k, v, params):
     o = dot_product_attention(
         q, k, v, normalizer=name, normalizer_params=params, mask=mask,
         bias=bias, is_causal=causal, scale=SCALE, implementation=impl,
-        chunk_size=CHUNK, query_chunk_size=QCHUNK, logits_soft_cap=cap, **kw)
+        chunk_size=chunks[0], query_chunk_size=chunks[1],
+        logits_soft_cap=cap, **kw)
     return _loss(o), o
   (_, o), g = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2, 3),
                                          has_aux=True))(
@@ -430,36 +435,73 @@ def test_linear_refuses_a_cap_and_auto_leaves_linear():
   assert _rel(_np_truth(R.REFS["scaled"], q, k, v, CAP), got) <= 1e-5
 
 
-def test_pallas_refuses_a_cap_for_now():
-  q, k, v, _ = _inputs_np()
-  with pytest.raises(ValueError, match=r"^logits_soft_cap: the Pallas kernels "
-                     r"do not take it yet; use implementation='dense' or "
-                     r"'chunked'"):
-    dot_product_attention(q, k, v, implementation="pallas",
-                          logits_soft_cap=CAP)
+# --- the fused kernels ------------------------------------------------------
+# One normalizer per kind of kernel, few and tiny (the interpreter compiles
+# each for the CPU): softmax (the exp mode), relu_seqlen (pointwise),
+# normsoftmax (moments: the row statistics are of the capped scores, and
+# their cotangent's ``ds`` term goes through the cap's slope too), sparsemax
+# (TPU only: threshold passes of the pointwise kernel, which the Triton
+# kernels do not run) and stick_breaking (its own kernels). Key masks, and
+# a causal mask where no standardisation meets two-key rows (see
+# STANDARDISING_TOL).
+PALLAS_CASES = [("tpu", "softmax", "causal+key"),
+                ("tpu", "relu_seqlen", "key_only"),
+                ("tpu", "normsoftmax", "key_only"),
+                ("tpu", "sparsemax", "causal+key"),
+                ("tpu", "stick_breaking", "key_only"),
+                ("gpu", "softmax", "key_only"),
+                ("gpu", "relu_seqlen", "causal+key"),
+                ("gpu", "normsoftmax", "key_only")]
+GPU_D, GPU_BLOCK = 16, 16   # Triton's dot tiles: dims and blocks >= 16
 
 
-def test_auto_never_picks_pallas_with_a_cap(monkeypatch):
+@pytest.mark.parametrize("backend,name,mask_kind", PALLAS_CASES)
+def test_pallas_kernels_with_a_cap_match_the_float64_truth(
+    monkeypatch, backend, name, mask_kind):
+  """The kernels (``tile.scores`` caps each tile; the backward multiplies
+  ``dS`` by ``1 - tanh(s / c)^2``) against the dense path in float64,
+  output and q/k/v gradients: within ``tol`` of each array's scale (the
+  same float32 terms summed in another order, by blocks with online
+  rescaling, the scale applied to the scores where dense applies it to q:
+  test_pallas.py's ``check_f32``), or at most 2x dense float32's own
+  error. The blocks (8 x 5 on TPU, 16 x 16 on GPU) leave ragged tails at
+  these lengths, and the GPU cases run the Triton kernels (the wrapper is
+  told it builds for a GPU; off one they run in the interpreter)."""
+  from softattn import pallas as pallas_pkg  # noqa: PLC0415
+  d = GPU_D if backend == "gpu" else D
+  chunks = (GPU_BLOCK, GPU_BLOCK) if backend == "gpu" else (CHUNK, QCHUNK)
+  lq = LK if mask_kind == "causal+key" else LQ
+  q, k, v, _ = _inputs_np(lq, LK, seed=5, d=d)
+  mask, causal = _masks(lq, LK)[mask_kind]
+  run = lambda impl, dtype, cap=CAP: _run(  # noqa: E731
+      impl, name, q, k, v, cap, mask, causal, dtype=dtype, chunks=chunks)[0]
+  with jax.enable_x64(True):
+    truth, uncapped = run("dense", jnp.float64), run("dense", jnp.float64, None)
+  # Not vacuous: the cap moves every array by far more than the tolerance.
+  assert min(_rel(t, u) for t, u in zip(truth, uncapped)) > 1e-2
+  dense = run("dense", jnp.float32)
+  if backend == "gpu":
+    monkeypatch.setattr(pallas_pkg.wrapper, "target_platform", lambda: "gpu")
+  got = run("pallas", jnp.float32)
+  tol = 3e-5 if name in ("sparsemax", "stick_breaking") else 1e-5
+  for label, t, dn, g in zip(["out", "dq", "dk", "dv"], truth, dense, got):
+    assert _rel(t, g) <= max(tol, 2 * _rel(t, dn)), (label, _rel(t, g),
+                                                      _rel(t, dn))
+
+
+def test_auto_picks_pallas_with_a_cap_as_without(monkeypatch):
+  """The kernels take a cap, so ``auto`` picks them by the same rule; only
+  the linear path, which a cap makes wrong, is left out (above)."""
   norm = N.get("softmax")
   p = norm.resolve(None, head_dim=64)
   pick = lambda shape, cap=None: A._auto(  # noqa: E731
       norm, shape, 64, None, None, False, False, p, logits_soft_cap=cap)
-  monkeypatch.setattr(pallas, "target_platform", lambda: "tpu")
-  monkeypatch.setattr(pallas, "target_chip", lambda: ("v5e", True))
-  assert pick((1, 1, 196, 196)) == "pallas"          # the control
-  assert pick((1, 1, 196, 196), CAP) == "dense"
-  assert pick((1, 1, 4096, 4096), CAP) == "chunked"
-  # End to end on the pretended TPU: auto runs the dense path.
-  q, k, v, _ = _inputs_np(196, 196)
-  np.testing.assert_array_equal(
-      dot_product_attention(q, k, v, logits_soft_cap=CAP),
-      dot_product_attention(q, k, v, implementation="dense",
-                            logits_soft_cap=CAP))
-  monkeypatch.setattr(pallas, "target_platform", lambda: "gpu")
-  monkeypatch.setattr(pallas, "target_chip", lambda: ("cpu", False))
-  assert pick((1, 1, 196, 196)) == "pallas"          # the control
-  assert pick((1, 1, 196, 196), CAP) == "dense"
-  assert pick((1, 1, 4096, 4096), CAP) == "chunked"
+  for platform, chip in (("tpu", ("v5e", True)), ("gpu", ("cpu", False))):
+    monkeypatch.setattr(pallas, "target_platform", lambda p=platform: p)
+    monkeypatch.setattr(pallas, "target_chip", lambda c=chip: c)
+    for shape in ((1, 1, 196, 196), (1, 1, 4096, 4096)):
+      assert pick(shape, CAP) == pick(shape) == "pallas", (platform, shape)
+    assert pick((1, 1, 64, 64), CAP) == "dense"
 
 
 # --- the layer and the ViT ---------------------------------------------------------

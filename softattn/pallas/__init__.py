@@ -14,15 +14,21 @@ transform is traced into the kernel and differentiated there with
   columns, per-row counts, the learnable scalar's gradient, sharding),
   ``tile.py`` (scores, masks and the
   transform on one ``[bq, bk]`` tile), ``streams.py`` (sparsemax/entmax15 as
-  passes of the pointwise kernel).
+  passes: the threshold search, then the pointwise kernel),
+  ``operands.py`` (the kernels' operand order and output dtype).
 * ``tpu/`` (Mosaic TPU): ``forward.py``: statistics and forward kernels;
   ``backward.py``: dQ and dK/dV kernels; ``blocks.py``: block sizes per chip
   (the VMEM rule) and ``pl.CostEstimate``; ``stick.py``: stick-breaking's
   reverse-order forward and dQ kernels (its dK/dV is ``backward.py``'s with
-  its own rule); ``aot.py``: compile for a TPU topology on a CPU host.
-* ``gpu/triton/`` (``wrapper.py``, ``forward.py``, ``backward.py``,
-  ``tile.py``): the same tiles in kernels for Pallas' Triton lowering, which
-  ``pallas_attention`` runs when the target is a GPU (``target_platform``).
+  its own rule); ``threshold.py``: one pass of the sparsemax/entmax15
+  threshold search (per-row sums); ``aot.py``: compile for a TPU topology on
+  a CPU host.
+* ``gpu/``: a GPU target (``target_platform``) goes to ``gpu/backend.py``,
+  which picks the kernels per call: ``gpu/triton/`` (``wrapper.py``,
+  ``forward.py``, ``backward.py``, ``tile.py``: the same tiles for Pallas'
+  Triton lowering; the default) or ``gpu/mosaic/`` (Mosaic GPU's Hopper
+  ``wgmma`` kernels; opt-in with ``SOFTATTN_GPU_KERNELS=mosaic`` until they
+  have passed on a GPU).
 """
 
 from softattn.pallas.tpu.blocks import block_sizes, budget, footprint

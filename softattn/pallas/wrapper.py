@@ -35,7 +35,7 @@ import numpy as np
 
 from softattn.modes import MODES
 from softattn.pallas.common import prepare, streams, tile
-from softattn.pallas.tpu import backward, blocks, forward, stick
+from softattn.pallas.tpu import backward, blocks, forward, stick, threshold
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
@@ -185,7 +185,7 @@ def _per_shard(cfg, platform, query, key, value, prow, kmask):
 
 def pallas_attention(query, key, value, norm, p, mask, scale, causal,
                      chunk_size=None, query_chunk_size=None, interpret=None,
-                     round_operands=True):
+                     round_operands=True, logits_soft_cap=None, sums=None):
   """Fused attention; arguments as ``dot_product_attention`` after its checks
   (``mask``: 4-D key mask or None; ``p``: resolved parameters).
 
@@ -194,16 +194,22 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   TPU and the Pallas interpreter elsewhere. ``round_operands=False``: the
   kernels read the inputs' own dtypes even where ``operand_dtype`` would
   round float32 (the threshold streams' row sums need float32).
+  ``logits_soft_cap``: a checked float (``modes.check_soft_cap``) or None;
+  the kernels cap each tile's scores (``tile.scores``). ``sums``: a
+  ``threshold.Sums``, one pass of the threshold search instead of attention
+  (``value``: its per-row candidates; ``tpu/threshold.py``).
   """
-  if target_platform() == "gpu":  # the Triton kernels (pallas.gpu.triton)
-    from softattn.pallas.gpu.triton import wrapper as gpu  # noqa: PLC0415
+  if target_platform() == "gpu":  # Mosaic GPU or Triton (gpu/backend.py)
+    from softattn.pallas.gpu import backend as gpu  # noqa: PLC0415
     return gpu.gpu_attention(query, key, value, norm, p, mask, scale, causal,
-                             chunk_size, query_chunk_size, interpret)
-  if norm.mode not in MODES and not stick.applies(norm):
-    # a threshold stream: passes of the pointwise kernel
-    attend = lambda q, k, v, nz, pp: pallas_attention(  # noqa: E731
+                             chunk_size, query_chunk_size, interpret,
+                             logits_soft_cap=logits_soft_cap)
+  if sums is None and norm.mode not in MODES and not stick.applies(norm):
+    # a threshold stream: passes of its own kernel and the pointwise one
+    attend = lambda q, k, v, nz, pp, sums=None: pallas_attention(  # noqa: E731
         q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
-        interpret, round_operands=False)
+        interpret, round_operands=False, logits_soft_cap=logits_soft_cap,
+        sums=sums)
     return streams.threshold_attention(attend, query, key, value, norm, p)
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
@@ -220,18 +226,15 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   bq, bk = blocks.block_sizes(lq, lk, d, dv, operands, chip, hp=hp)
   bk = min(chunk_size or bk, lk)
   bq = min(query_chunk_size or chunk_size or bq, lq)
-  static, arrays = prepare.split_params(norm, p, (b, h, lq, lk))
-  names = tuple(sorted(arrays))
-  prow = jnp.concatenate([arrays[k] for k in names], -1) if names else None
-  kmask = None
-  if mask is not None:
-    kmask = jnp.broadcast_to(mask, (b, mask.shape[1], 1, lk)).astype(jnp.int32)
+  static, names, prow, kmask = prepare.operands(norm, p, mask, (b, h, lq, lk))
   cfg = tile.Config(norm=norm, static_params=static, param_names=names,
                     scale=float(scale), causal=bool(causal), lq=lq, lk=lk,
                     bq=bq, bk=bk, has_mask=kmask is not None, chip=chip,
                     interpret=interpret, hp=hp, d=d, dv=dv,
-                    mask_heads=kmask is not None and kmask.shape[1] > 1)
-  fn = functools.partial(_per_shard, cfg, platform)
+                    mask_heads=kmask is not None and kmask.shape[1] > 1,
+                    logits_soft_cap=logits_soft_cap)
+  fn = functools.partial(_per_shard, cfg, platform) if sums is None else (
+      functools.partial(threshold.per_shard, cfg, sums))
   if mesh is None:
     return fn(query, key, value, prow, kmask)
   return prepare.sharded(fn, mesh, query, key, value, prow, kmask)

@@ -3,6 +3,7 @@ them and the sharding around them.
 
 * ``split_params``: a normalizer's parameters split into static ones (in the
   kernel's config) and per-row arrays (``[B, H, Lq, 1]`` row columns);
+  ``operands``: those and the key mask as the kernels take them;
 * ``counts``: each query row's ``n`` (valid keys it sees) from the key mask
   and the causal prefix;
 * ``add_scalar_grad``: the learnable scalar's cotangent (``Mode.scalar_grad``),
@@ -43,6 +44,20 @@ def split_params(norm, p, shape):
     else:
       static[k] = v
   return tuple(sorted(static.items())), arrays
+
+
+def operands(norm, p, mask, shape):
+  """What every wrapper hands its kernels: the static parameters, the array
+  parameters' names, their row columns concatenated (``[B, H, Lq, n]`` or
+  None) and the key mask as int32 ``[B, 1|H, 1, Lk]`` (or None)."""
+  b, h, lq, lk = shape
+  static, arrays = split_params(norm, p, shape)
+  names = tuple(sorted(arrays))
+  prow = jnp.concatenate([arrays[k] for k in names], -1) if names else None
+  kmask = None
+  if mask is not None:
+    kmask = jnp.broadcast_to(mask, (b, mask.shape[1], 1, lk)).astype(jnp.int32)
+  return static, names, prow, kmask
 
 
 def counts(kmask, b, h, lq, lk, causal):

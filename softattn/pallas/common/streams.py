@@ -1,24 +1,38 @@
 """α-entmax and sparsemax on the fused kernels: the threshold search as
-passes of the pointwise-mode kernel.
+passes over the key blocks.
 
-After the threshold ``tau`` of each row is known, the weights
-``[z - tau]_+^p`` (``z = (alpha-1) t``, ``p = 1/(alpha-1)``) are a
-pointwise normalizer whose transform reads ``tau`` as a per-row array
-parameter, so every pass of the search is the existing fused kernel with a
-derived ``pointwise`` declaration (``softattn.modes``): with values of ones
-it returns row sums instead of outputs. Passes (each streams every key
-block once, score tiles in VMEM):
+The weights are ``[z - tau]_+^p`` (``z = (alpha-1) t``, ``p = 1/(alpha-1)``,
+``t`` the normalizer's transform of the scores) with ``tau`` per row the root
+of the decreasing, convex ``f(tau) = sum_j [z_j - tau]_+^p - 1``. Each pass
+streams every key block once, score tiles in VMEM:
 
-1. ``n`` and ``sum z`` (two ones-valued passes), ``tau_0 = mean z -
-   n^(1-alpha)`` (``f(tau_0) >= 0`` by the power mean; the chunked path
-   also has the row max, which the kernels do not return);
-2. Newton steps as in ``softattn.streams`` (two passes each, ``S0`` and
-   ``S1``) in a ``lax.while_loop`` under ``stop_gradient``, until every
-   row's step is below ``tol * (1 + |tau|)`` or ``max_passes``;
-3. one differentiable Newton step from the converged ``tau`` and the
-   weighted pass: the kernels' custom VJP gives the cotangent of ``tau``
-   as a parameter column, and the step carries it to q and k through the
-   same kernels (the implicit-function gradient, as on the chunked path).
+1. ``Sums("stats")`` (``tpu/threshold.py``): per row ``max z``, ``sum z``
+   and the count ``n``. The root lies in ``[lo, hi]``,
+   ``lo = max(max z - 1, mean z - n^(1-alpha))`` (``f(lo) >= 0``: the max
+   term alone is 1; the power mean bounds the rest) and
+   ``hi = max z - n^(1-alpha)`` (``f(hi) <= 0``: ``n`` terms of at most
+   ``n^-1``);
+2. ``Sums("edges")`` at ``EDGES`` evenly spaced candidates in ``[lo, hi)``:
+   ``S0 = sum [z - tau]_+^p`` and ``S1 = sum [z - tau]_+^(p-1)`` at each, a
+   coarse histogram of the row's mass near the root (as AdaSplash-2 starts
+   from a histogram of the scores). The search starts with a Newton step
+   from the largest candidate with ``S0 >= 1`` (left of the root, within
+   ``(hi - lo) / EDGES <= 1 / EDGES`` of it), free: its sums are known;
+3. Newton steps, one ``Sums("edges")`` pass each (``S0`` and ``S1``
+   together), in a ``lax.while_loop`` under ``stop_gradient`` until every
+   row's step is below ``tol * (1 + |tau|)`` or ``max_passes``. From the
+   left of the root of a convex decreasing ``f`` they increase to it and
+   never overshoot (for sparsemax each is exact once the support is);
+4. one differentiable Newton step from the converged ``tau`` (two passes of
+   the pointwise kernel, whose custom VJP gives the cotangent of ``tau`` as
+   a parameter column: the implicit-function gradient, as on the chunked
+   path) and the weighted pass, ``[z - tau]_+^p`` as a pointwise normalizer
+   reading ``tau`` as a per-row array parameter.
+
+Passes per row: ``5 + (Newton steps)``; before the bracket (``tau_0 = mean
+z - n^(1-alpha)``, ``n`` and ``sum z`` by two pointwise passes, ``S0`` and
+``S1`` by one each) ``5 + 2 (Newton steps)``, with more steps
+(``benchmarks/threshold_passes.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +44,58 @@ import jax.numpy as jnp
 
 from softattn.normalizers.core import Normalizer
 from softattn.streams import _power, newton_step, search_threshold
+
+# Candidates of the bracket pass: each costs two elementwise sums per score
+# in that one pass; 8 left one Newton step on most measured rows
+# (benchmarks/threshold_passes.py).
+EDGES = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Sums:
+  """What one pass of the threshold kernel sums (``tpu/threshold.py``;
+  static, part of the kernel): ``"stats"`` or ``"edges"``."""
+  alpha: float
+  what: str
+
+  @property
+  def a1(self) -> float:
+    return self.alpha - 1.0
+
+  @property
+  def pw(self) -> float:
+    return 1.0 / self.a1
+
+  def width(self, n_tau: int) -> int:
+    """Output columns: ``max z, sum z, n``, or ``S0`` and ``S1`` at each of
+    ``n_tau`` candidates."""
+    return 3 if self.what == "stats" else 2 * n_tau
+
+
+def bracket(zmax, zsum, n, a1: float):
+  """``(lo, hi)`` with ``f(lo) >= 0 >= f(hi)`` (module docstring, step 1);
+  rows with no valid key get ``lo = hi`` (their weights are 0 anyway)."""
+  n = jnp.maximum(n, 1.0)
+  hi = zmax - n ** (-a1)
+  lo = jnp.minimum(jnp.maximum(zmax - 1.0, zsum / n - n ** (-a1)), hi)
+  return lo, hi
+
+
+def candidates(lo, hi, count: int = EDGES):
+  """``count`` evenly spaced taus in ``[lo, hi)``, ``[..., count]``."""
+  return lo + (hi - lo) * (jnp.arange(count, dtype=lo.dtype) / count)
+
+
+def start(taus, s0, s1, pw: float):
+  """A Newton step from the largest candidate left of the root (``S0 >=
+  1``; the first, ``lo``, when rounding leaves none), ``[..., 1]``."""
+  count = taus.shape[-1]
+  left = s0 >= 1.0
+  last = count - 1 - jnp.argmax(left[..., ::-1], axis=-1, keepdims=True)
+  last = jnp.where(jnp.any(left, axis=-1, keepdims=True), last, 0)
+  pick = lambda x: jnp.take_along_axis(x, last, axis=-1)  # noqa: E731
+  tau, _ = newton_step(pick(taus), pick(s0), pick(s1), pw)
+  return tau
 
 
 def _derived(norm: Normalizer, a1: float, g) -> Normalizer:
@@ -44,32 +110,47 @@ def _derived(norm: Normalizer, a1: float, g) -> Normalizer:
 
 
 def threshold_attention(attend, query, key, value, norm, p):
-  """``attend(q, k, v, normalizer, params) -> [B, Lq, H, dv]`` is the fused
-  kernel call with the caller's mask, scale and blocks."""
-  a1 = norm.stream.alpha - 1.0
+  """``attend(q, k, v, normalizer, params, sums=None) -> [B, Lq, H, dv]``
+  is the fused kernel call with the caller's mask, scale and blocks; with
+  ``sums`` (a ``Sums``) one pass of the threshold kernel, ``v`` its per-row
+  candidates ``[B, Lq, H, E]``, ``[B, Lq, H, width]`` back."""
+  alpha = norm.stream.alpha
+  a1 = alpha - 1.0
   pw = 1.0 / a1
   max_passes, tol = int(p["max_passes"]), p["tol"]
   b, lq, h, _ = query.shape
+  fq, fk = jax.lax.stop_gradient((query, key))
+  heads_last = lambda x: jnp.transpose(x, (0, 2, 1, 3))  # noqa: E731
+
+  def one_pass(what, taus):
+    """``[B, H, Lq, width]`` of one threshold-kernel pass at ``taus``."""
+    out = attend(fq, fk, heads_last(taus), norm, p, sums=Sums(alpha, what))
+    return heads_last(out)
+
+  st = one_pass("stats", jnp.zeros((b, h, lq, 1), jnp.float32))
+  lo, hi = bracket(st[..., 0:1], st[..., 1:2], st[..., 2:3], a1)
+  taus = candidates(lo, hi)
+  sums = one_pass("edges", taus)
+  tau1 = start(taus, sums[..., :EDGES], sums[..., EDGES:], pw)
+
+  def newton(tau):
+    s = one_pass("edges", tau)
+    return newton_step(tau, s[..., 0:1], s[..., 1:2], pw)
+
+  tau = search_threshold(newton, tau1, max_passes, tol)
+
   # float32 ones: the row sums come back unrounded whatever the inputs'
   # dtype (bf16 sums moved tau by ~2^-8 / S1 and the gradients by far more).
   ones = jnp.ones((b, key.shape[1], h, 1), jnp.float32)
-  fq, fk = jax.lax.stop_gradient((query, key))
 
-  def row_sum(g, tau, q=fq, k=fk):
-    """``sum_j g((alpha-1) t_ij - tau_i)`` over valid keys, ``[B, H, Lq, 1]``."""
-    out = attend(q, k, ones, _derived(norm, a1, g), {**p, "tau": tau})
-    return jnp.transpose(out.astype(jnp.float32), (0, 2, 1, 3))
+  def row_sum(g):
+    """``sum_j g((alpha-1) t_ij - tau_i)``, differentiable in q and k."""
+    out = attend(query, key, ones, _derived(norm, a1, g), {**p, "tau": tau})
+    return heads_last(out.astype(jnp.float32))
 
-  zero = jnp.zeros((b, h, lq, 1), jnp.float32)
-  n = jnp.maximum(row_sum(jnp.ones_like, zero), 1.0)
-  tau0 = row_sum(lambda x: x, zero) / n - n ** (-a1)
-
-  def newton(tau, q=fq, k=fk):
-    s0 = row_sum(lambda x: _power(jax.nn.relu(x), pw), tau, q, k)
-    s1 = row_sum(lambda x: _power(jax.nn.relu(x), pw - 1.0), tau, q, k)
-    return newton_step(tau, s0, s1, pw)
-
-  tau = search_threshold(newton, tau0, max_passes, tol)
-  tau, _ = newton(jax.lax.stop_gradient(tau), query, key)
+  tau = jax.lax.stop_gradient(tau)
+  s0 = row_sum(lambda x: _power(jax.nn.relu(x), pw))
+  s1 = row_sum(lambda x: _power(jax.nn.relu(x), pw - 1.0))
+  tau, _ = newton_step(tau, s0, s1, pw)
   weights = _derived(norm, a1, lambda x: _power(jax.nn.relu(x), pw))
   return attend(query, key, value, weights, {**p, "tau": tau})

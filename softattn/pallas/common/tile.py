@@ -56,6 +56,7 @@ class Config:
   d: int = 0                     # head dims of q/k and of v
   dv: int = 0
   mask_heads: bool = False       # the key mask differs per head
+  logits_soft_cap: float | None = None   # c: scores c tanh(s / c) (``scores``)
 
   @property
   def ragged_q(self) -> bool:
@@ -149,9 +150,17 @@ def needed(cfg: Config, qi, kj):
   return kj * cfg.bk <= qi * cfg.bq + cfg.bq - 1
 
 
-def scores(cfg: Config, qi, kj, q, k, mask_row):
+def scores(cfg: Config, qi, kj, q, k, mask_row, with_slope: bool = False):
   """``(s, valid)``: ``scale q k^T`` in f32 (0 where invalid) and the mask of
-  keys that count: inside both true lengths, causal, and the key mask."""
+  keys that count: inside both true lengths, causal, and the key mask.
+
+  With ``cfg.logits_soft_cap`` ``c`` the scores are capped, ``s = c tanh(u /
+  c)`` for ``u = scale q k^T`` (invalid entries stay 0: the cap of 0 is 0).
+  ``with_slope``: also ``ds/du = 1 - tanh(u / c)^2`` (None without a cap),
+  which the backward multiplies into ``dS`` before the dQ/dK matmuls; from
+  the same ``tanh`` of the raw scores, written ``(1 - t)(1 + t)``: for
+  ``|t|`` near 1, where the cap bites, ``1 - |t|`` is exact and ``1 - t*t``
+  would lose the rounding of ``t*t`` (splash attention does the same)."""
   s = jax.lax.dot_general(q, k, NT, preferred_element_type=jnp.float32)
   s = s * cfg.scale
   shape = (cfg.bq, cfg.bk)
@@ -162,7 +171,13 @@ def scores(cfg: Config, qi, kj, q, k, mask_row):
     valid = jnp.logical_and(valid, kpos <= qpos)
   if mask_row is not None:
     valid = jnp.logical_and(valid, mask_row != 0)
-  return jnp.where(valid, s, 0.0), valid
+  s = jnp.where(valid, s, 0.0)
+  slope = None
+  if cfg.logits_soft_cap is not None:
+    t = jnp.tanh(s / cfg.logits_soft_cap)
+    s = cfg.logits_soft_cap * t
+    slope = (1.0 - t) * (1.0 + t)
+  return (s, valid, slope) if with_slope else (s, valid)
 
 
 def mask_spec(cfg: Config, mask_shape, k_axis: int):
@@ -192,3 +207,18 @@ def seq_spec(cfg: Config, block: int, width: int, axis: int):
   def index(b, g, i, j):
     return (b, (i, j)[axis - 2], g)
   return pl.BlockSpec((None, block, cfg.hp * width), index)
+
+
+def k_blocks(cfg: Config, qi):
+  """Key blocks query block ``qi`` streams in the GPU kernels: all, or up to
+  the causal diagonal (``lax.div``: ``//`` of traced ints lowers to ops
+  Triton lacks)."""
+  nk = pl.cdiv(cfg.lk, cfg.bk)
+  if not cfg.causal:
+    return nk
+  return jnp.minimum(nk, jax.lax.div((qi + 1) * cfg.bq + cfg.bk - 1, cfg.bk))
+
+
+def q_first(cfg: Config, kj):
+  """First query block that sees key block ``kj`` (0 unless causal)."""
+  return jax.lax.div(kj * cfg.bk, cfg.bq) if cfg.causal else 0

@@ -1,6 +1,7 @@
 """The GPU backend of the fused kernels, one sub-package per Pallas GPU
-lowering: ``triton/`` (Pallas' Triton lowering, what runs today). Mosaic GPU
-kernels are to sit beside it (#46), with Triton kept as the fallback for a
-jax without Mosaic GPU support; ``softattn/pallas/wrapper.py`` hands a GPU
-target here.
+lowering: ``triton/`` (Pallas' Triton lowering, deprecated by jax; the
+default while the Mosaic GPU kernels are unvalidated on a GPU) and
+``mosaic/`` (Mosaic GPU, Hopper ``wgmma`` kernels, opt-in until then).
+``backend.py`` picks one per call;
+``softattn/pallas/wrapper.py`` hands a GPU target there.
 """

@@ -27,7 +27,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from softattn.modes import MODES
-from softattn.pallas.common import tile
+from softattn.pallas.common import operands, tile
 from softattn.pallas.tpu import blocks
 from softattn.pallas.tpu.forward import run
 
@@ -52,7 +52,9 @@ def _tile_grads(cfg, qi, kj, ins, h, weights_grad=None):
   k = tile.load(k_ref, h, cfg.d, k0, cfg.lk, cfg.ragged_k)
   v = tile.load(v_ref, h, cfg.dv, k0, cfg.lk, cfg.ragged_k)
   rows = rows_ref[h]
-  s, valid = tile.scores(cfg, qi, kj, q, k, tile.mask_row(cfg, mask_ref, h))
+  s, valid, slope = tile.scores(cfg, qi, kj, q, k,
+                                tile.mask_row(cfg, mask_ref, h),
+                                with_slope=True)
   rv = tile.row_values(cfg, rows)
   names = cfg.diff_names
 
@@ -70,6 +72,8 @@ def _tile_grads(cfg, qi, kj, ins, h, weights_grad=None):
     dmean, dvar = drows[:, 0:1], drows[:, 1:2]
     ds = ds + (dmean + 2.0 * dvar * (s - rv["mean"])) / jnp.maximum(rv["n"],
                                                                     1.0)
+  if slope is not None:  # ds is dL/d(capped s) so far: through the cap
+    ds = ds * slope
   # Rows past the true length (a ragged block's tail) read garbage row
   # statistics, so w can be NaN there even where t was masked: zero it
   # before it meets dO in dV = W^T dO.
@@ -77,17 +81,8 @@ def _tile_grads(cfg, qi, kj, ins, h, weights_grad=None):
           (q, k, do), extra)
 
 
-def _unpack(cfg, has_drows, refs):
-  """Input refs (q, k, v, do, rows, brows, [drows], [mask]) and the rest."""
-  q_ref, k_ref, v_ref, do_ref, rows_ref, brows_ref, *rest = refs
-  drows_ref = rest.pop(0) if has_drows else None
-  mask_ref = rest.pop(0) if cfg.has_mask else None
-  return (q_ref, k_ref, v_ref, do_ref, rows_ref, brows_ref, drows_ref,
-          mask_ref), rest
-
-
 def _dkv_kernel(cfg, has_drows, grad_of, *refs):
-  ins, (dk_ref, dv_ref, dk_sc, dv_sc) = _unpack(cfg, has_drows, refs)
+  ins, (dk_ref, dv_ref, dk_sc, dv_sc) = operands.unpack(cfg, has_drows, refs)
   kj, qi = pl.program_id(2), pl.program_id(3)
 
   @pl.when(qi == 0)
@@ -113,7 +108,7 @@ def _dkv_kernel(cfg, has_drows, grad_of, *refs):
 
 
 def _dq_kernel(cfg, with_dq, has_drows, *refs):
-  ins, outs = _unpack(cfg, has_drows, refs)
+  ins, outs = operands.unpack(cfg, has_drows, refs)
   if with_dq:
     dq_ref, dr_ref, dq_sc, dr_sc = outs
   else:
@@ -132,14 +127,27 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
       _, ds, dcols, (_, k, _), _ = _tile_grads(cfg, qi, kj, ins, h)
       for i, dc in enumerate(dcols):
         dr_sc[h, :, i:i + 1] += dc
-      if with_dq:
-        dq_sc[h] += jax.lax.dot(ds.astype(k.dtype), k,
-                                preferred_element_type=jnp.float32) * cfg.scale
+      add_dq(cfg, dq_sc, h, ds, k)
 
+  store_dq(cfg, kj, dr_ref, dr_sc, dq_ref, dq_sc)
+
+
+def add_dq(cfg, dq_sc, h, ds, k):
+  """``dQ_h += scale dS K`` on one tile, into head ``h``'s f32 scratch
+  (nothing when ``dq_sc`` is None: the pass for the row cotangents alone).
+  The dQ kernels here and in ``stick.py`` share it and ``store_dq``."""
+  if dq_sc is not None:
+    dq_sc[h] += jax.lax.dot(ds.astype(k.dtype), k,
+                            preferred_element_type=jnp.float32) * cfg.scale
+
+
+def store_dq(cfg, kj, dr_ref, dr_sc, dq_ref, dq_sc):
+  """After the last key block ``kj``: the row cotangents and (unless
+  ``dq_ref`` is None) each head's dQ, in the output's dtype."""
   @pl.when(kj == pl.num_programs(3) - 1)
   def _():
     dr_ref[...] = dr_sc[...]
-    if with_dq:
+    if dq_ref is not None:
       for h in range(cfg.hp):
         dq_ref[:, pl.ds(h * cfg.d, cfg.d)] = dq_sc[h].astype(dq_ref.dtype)
 
@@ -155,14 +163,10 @@ def _in_specs(cfg, rows, brows, drows, mask, q_axis):
            tile.row_spec(cfg, rows.shape[-1], q_axis),
            tile.row_spec(cfg, brows.shape[-1], q_axis)]
   if drows is not None:
-    specs.append(tile.row_spec(cfg, _n_diff(cfg), q_axis))
+    specs.append(tile.row_spec(cfg, operands.n_diff(cfg), q_axis))
   if mask is not None:
     specs.append(tile.mask_spec(cfg, mask.shape, k_axis=k_axis))
   return specs
-
-
-def _n_diff(cfg):
-  return max(len(cfg.diff_names), 1)  # one dummy column when there are none
 
 
 def _args(q, k, v, do, rows, brows, drows, mask):
@@ -178,7 +182,7 @@ def _grid(cfg, b, h, q_axis):
 def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
   """``(dq [B, Lq, H*D] or None, drows [B, H, Lq, len(diff_names)])``."""
   b, h = q.shape[0], q.shape[2] // cfg.d
-  nd = _n_diff(cfg)
+  nd = operands.n_diff(cfg)
   specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=2)
   out_specs = [tile.row_spec(cfg, nd, q_axis=2)]
   out_shape = [jax.ShapeDtypeStruct((b, h, cfg.lq, nd), jnp.float32)]

@@ -18,6 +18,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from softattn import modes
 from softattn.pallas.common import tile
+from softattn.pallas.common.operands import out_dtype
 from softattn.pallas.tpu import blocks
 
 
@@ -156,16 +157,6 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
       o_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = out.astype(o_ref.dtype)
       res_ref[h, :, 0:1] = res_a
       res_ref[h, :, 1:2] = res_b
-
-
-def out_dtype(cfg: tile.Config, dtype):
-  """The forward output's dtype: the inputs', except float32 in low
-  precision for the modes whose ``w @ v`` is split (``Mode.split_pv``: the
-  ratio mode), whose backward needs the unrounded output (see
-  ``wrapper._core_bwd``)."""
-  if modes.MODES[cfg.mode].split_pv and jnp.dtype(dtype) != jnp.float32:
-    return jnp.float32
-  return dtype
 
 
 def attention(cfg: tile.Config, q, k, v, rows, mask):

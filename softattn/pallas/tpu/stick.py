@@ -60,7 +60,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from softattn.pallas.common import tile
+from softattn.pallas.common import operands, tile
 from softattn.pallas.tpu import backward, blocks, forward
 from softattn.streams import STICK_BREAKING
 
@@ -249,7 +249,7 @@ def attention(cfg: tile.Config, q, k, v, rows, mask):
 
 
 def _dq_kernel(cfg, passes, with_dq, has_drows, *refs):
-  ins, outs = backward._unpack(cfg, has_drows, refs)
+  ins, outs = operands.unpack(cfg, has_drows, refs)
   later_ref = ins[5]   # the residual-rows slot holds the forward's carry
   if with_dq:
     dq_ref, dr_ref, before_ref, dq_sc, dr_sc, before_sc = outs
@@ -277,16 +277,9 @@ def _dq_kernel(cfg, passes, with_dq, has_drows, *refs):
       for i, dc in enumerate(dcols):
         dr_sc[h, :, i:i + 1] += dc
       before_sc[h] += total
-      if with_dq:
-        dq_sc[h] += jax.lax.dot(ds.astype(k.dtype), k,
-                                preferred_element_type=jnp.float32) * cfg.scale
+      backward.add_dq(cfg, dq_sc, h, ds, k)
 
-  @pl.when(kj == pl.num_programs(3) - 1)
-  def _():
-    dr_ref[...] = dr_sc[...]
-    if with_dq:
-      for h in range(cfg.hp):
-        dq_ref[:, pl.ds(h * cfg.d, cfg.d)] = dq_sc[h].astype(dq_ref.dtype)
+  backward.store_dq(cfg, kj, dr_ref, dr_sc, dq_ref, dq_sc)
 
 
 def _tile_rule(passes, later, before, t, valid, dp):
@@ -303,7 +296,7 @@ def _carries_rule(passes, nk, carries, kj):
 def dq_and_rows(cfg, q, k, v, do, rows, later, drows, mask, with_dq=True):
   """``(dq or None, drows [B, H, Lq, nd], before [B, H, Lq, nk])``."""
   b, h = q.shape[0], q.shape[2] // cfg.d
-  nk, nd = _n_key_blocks(cfg), backward._n_diff(cfg)
+  nk, nd = _n_key_blocks(cfg), operands.n_diff(cfg)
   specs = backward._in_specs(cfg, rows, later, drows, mask, q_axis=2)
   out_specs = [tile.row_spec(cfg, nd, q_axis=2),
                tile.row_spec(cfg, nk, q_axis=2)]

@@ -17,9 +17,8 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from softattn.pallas.common.operands import n_diff, unpack
 from softattn.pallas.gpu.triton import tile as gpu_tile
-# The TPU kernels' argument order and row-cotangent width, shared.
-from softattn.pallas.tpu.backward import _n_diff, _unpack
 from softattn.pallas.gpu.triton.forward import (
     mask_spec, row_spec, run, seq_spec)
 
@@ -48,11 +47,11 @@ def _key_side(cfg, ins, kj):
 
 
 def _dq_kernel(cfg, with_dq, has_drows, *refs):
-  ins, outs = _unpack(cfg, has_drows, refs)
+  ins, outs = unpack(cfg, has_drows, refs)
   dq_ref, dr_ref = outs if with_dq else (None, outs[0])
   qi = pl.program_id(2)
   q, do, rv, brows, drows = _query_side(cfg, ins, qi)
-  nd = _n_diff(cfg)
+  nd = n_diff(cfg)
 
   def body(kj, carry):
     dq, dr = carry
@@ -78,7 +77,7 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
 
 
 def _dkv_kernel(cfg, has_drows, *refs):
-  ins, (dk_ref, dv_ref) = _unpack(cfg, has_drows, refs)
+  ins, (dk_ref, dv_ref) = unpack(cfg, has_drows, refs)
   kj = pl.program_id(2)
   k, v, mrow = _key_side(cfg, ins, kj)
   tn = (((0,), (0,)), ((), ()))  # contract the query rows: W^T dO, dS^T Q
@@ -123,7 +122,7 @@ def _args(*xs):
 def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
   """``(dq [B, Lq, H, D] or None, drows [B, H, n_diff, Lq])``."""
   b, _, h, _ = q.shape
-  nd = _n_diff(cfg)
+  nd = n_diff(cfg)
   out_specs = [row_spec(nd, cfg.lq)]
   out_shape = [jax.ShapeDtypeStruct((b, h, nd, cfg.lq), jnp.float32)]
   if with_dq:

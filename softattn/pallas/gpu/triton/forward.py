@@ -17,8 +17,8 @@ from jax.experimental import pallas as pl
 
 from softattn import modes
 from softattn.pallas.common import tile
+from softattn.pallas.common.operands import out_dtype
 from softattn.pallas.gpu.triton import tile as gpu_tile
-from softattn.pallas.tpu.forward import out_dtype
 
 
 def run(cfg: tile.Config, build, *args):

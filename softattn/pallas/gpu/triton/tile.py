@@ -29,6 +29,8 @@ from jax.experimental.pallas import triton as plgpu
 
 from softattn.modes import MODES
 from softattn.pallas.common import tile
+# The key blocks a query block streams, shared with the other GPU backend.
+from softattn.pallas.common.tile import k_blocks, q_first  # noqa: F401
 
 # The block rule (``block_sizes``). Triton tiles are powers of two and its
 # ``tl.dot`` wants every dimension >= 16 -- the head dims too: on an H200,
@@ -171,27 +173,13 @@ def row_values(cfg: tile.Config, rows_ref, qi):
           for i, name in enumerate(cfg.row_names)}
 
 
-def k_blocks(cfg: tile.Config, qi):
-  """Key blocks query block ``qi`` streams: all, or up to the causal
-  diagonal (``lax.div``: ``//`` of traced ints lowers to ops Triton lacks)."""
-  nk = pl.cdiv(cfg.lk, cfg.bk)
-  if not cfg.causal:
-    return nk
-  return jnp.minimum(nk, jax.lax.div((qi + 1) * cfg.bq + cfg.bk - 1, cfg.bk))
-
-
-def q_first(cfg: tile.Config, kj):
-  """First query block that sees key block ``kj`` (0 unless causal)."""
-  return jax.lax.div(kj * cfg.bk, cfg.bq) if cfg.causal else 0
-
-
 def tile_grads(cfg: tile.Config, qi, kj, q, k, v, do, mrow, rv, brows, drows):
   """``(w, ds, row_cotangents)`` on one tile: the mode's ``grad`` gives the
   weights and ``dt``, ``jax.vjp`` of the declaration's transform gives
   ``ds`` and the row columns' cotangents (as ``tpu/backward.py`` on TPU, on
   loaded values instead of refs). ``brows``: ``(res_a, res_b, di)``;
   ``drows``: ``(dmean, dvar)`` of moments normalizers, or None."""
-  s, valid = tile.scores(cfg, qi, kj, q, k, mrow)
+  s, valid, slope = tile.scores(cfg, qi, kj, q, k, mrow, with_slope=True)
   names = cfg.diff_names
 
   def t_of(s, *cols):
@@ -205,6 +193,8 @@ def tile_grads(cfg: tile.Config, qi, kj, q, k, v, do, mrow, rv, brows, drows):
     dmean, dvar = drows
     ds = ds + (dmean + 2.0 * dvar * (s - rv["mean"])) / jnp.maximum(rv["n"],
                                                                     1.0)
+  if slope is not None:  # ds is dL/d(capped s) so far: through the cap
+    ds = ds * slope
   return jnp.where(valid, w, 0.0), jnp.where(valid, ds, 0.0), dcols
 
 

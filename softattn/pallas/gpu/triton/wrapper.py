@@ -140,7 +140,8 @@ def _per_shard(cfgs, query, key, value, prow, kmask):
 
 
 def gpu_attention(query, key, value, norm, p, mask, scale, causal,
-                  chunk_size=None, query_chunk_size=None, interpret=None):
+                  chunk_size=None, query_chunk_size=None, interpret=None,
+                  logits_soft_cap=None):
   """Fused attention on GPU; arguments as ``wrapper.pallas_attention``.
 
   ``chunk_size``/``query_chunk_size`` override both kernels' key/query
@@ -153,12 +154,7 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
   reason = unsupported_reason(norm, p, d, dv, forced)
   if reason:
     raise ValueError(reason)
-  static, arrays = prepare.split_params(norm, p, (b, h, lq, lk))
-  names = tuple(sorted(arrays))
-  prow = jnp.concatenate([arrays[k] for k in names], -1) if names else None
-  kmask = None
-  if mask is not None:
-    kmask = jnp.broadcast_to(mask, (b, mask.shape[1], 1, lk)).astype(jnp.int32)
+  static, names, prow, kmask = prepare.operands(norm, p, mask, (b, h, lq, lk))
   cfgs = []
   for kernel in ("forward", "backward"):
     bq, bk = gpu_tile.block_sizes(lq, lk, d, kernel, query.dtype)
@@ -168,7 +164,8 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
         norm=norm, static_params=static, param_names=names,
         scale=float(scale), causal=bool(causal), lq=lq, lk=lk, bq=bq, bk=bk,
         has_mask=kmask is not None, chip="gpu", interpret=interpret, hp=1,
-        d=d, dv=dv, mask_heads=kmask is not None and kmask.shape[1] > 1))
+        d=d, dv=dv, mask_heads=kmask is not None and kmask.shape[1] > 1,
+        logits_soft_cap=logits_soft_cap))
   fn = functools.partial(_per_shard, tuple(cfgs))
   mesh = prepare.context_mesh()
   if mesh is None:
