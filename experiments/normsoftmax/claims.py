@@ -146,12 +146,11 @@ _END_REGIME = ("out of the reduced scale's regime: {what} ranks end points "
                "Table 1's (`t1.*`), only from a tenth of them on (10 "
                "epochs, ~4,700 steps of batch 128 here); the reduced runs "
                "stop at 2.6 epochs")
-_RESNET1202 = unavailable("ResNet-1202 on CIFAR-10: not available offline "
-                          "/ too costly")
+_RESNET1202 = "ResNet-1202 on CIFAR-10: not available offline / too costly"
 # Table 5's softmax side sweeps the score scale: no such runs here.
-T5_SM_RUNS = unavailable(_END_REGIME.format(what="Table 5") + "; the "
-                         "softmax scaling-factor runs (a "
-                         "`model.attention_scale` sweep) are not declared")
+T5_SM_RUNS = (_END_REGIME.format(what="Table 5") + "; the softmax "
+              "scaling-factor runs (a `model.attention_scale` sweep) are not "
+              "declared")
 STD_FALL_TARGET = 1.1
 
 
@@ -184,26 +183,31 @@ T1_PAIRS = (
 )
 
 
+def _untested(cid, text, ref, paper, why, **kw) -> Claim:
+  """A claim this setting cannot test: no metric, ``why`` the reason."""
+  return Claim(cid, text, ref, paper, None, min_budget=(unavailable(why),),
+               **kw)
+
+
 def _claims() -> list[Claim]:
   return [
       # Fig. 3a: NSM ahead "when the number of epochs is small": every
       # budget we ran is small against its 100 epochs, so each claim covers
       # all four and is judged over them (each seed's gain averaged over
       # the budgets: ``RULE``'s covered settings).
-      Claim("accel.inf_gt_sm", "early training (every budget we ran): "
-            "nsm-inf > sm", "Fig. 3a", "NSM ahead at short budgets",
-            ACCURACY, sel(INF), sel(SM), ">", covers=EARLY_COVERS,
-            section="accel"),
-      Claim("accel.inf_gt_sqrt", "early training (every budget we ran): "
-            "nsm-inf > nsm-sqrtd (larger gamma, more acceleration)",
-            "Fig. 3a", "text: \"NSM-inf performs better than NSM-sqrtd when "
-            "the number of epochs is small\"", ACCURACY, sel(INF), sel(SQ),
-            ">", covers=EARLY_COVERS, section="accel"),
-      # The text says "NormSoftmax" ahead at few epochs: NSM-sqrt(d) too.
-      Claim("accel.sqrt_gt_sm", "early training (every budget we ran): "
-            "nsm-sqrtd > sm", "Fig. 3a text", "\"NormSoftmax can achieve a "
-            "better test accuracy\" when epochs are few", ACCURACY, sel(SQ),
-            sel(SM), ">", covers=EARLY_COVERS, section="accel"),
+      *[Claim(f"accel.{cid}", "early training (every budget we ran): " +
+              text, ref, paper, ACCURACY, sel(a), sel(b), ">",
+              covers=EARLY_COVERS, section="accel")
+        for cid, text, ref, paper, a, b in (
+            ("inf_gt_sm", "nsm-inf > sm", "Fig. 3a",
+             "NSM ahead at short budgets", INF, SM),
+            ("inf_gt_sqrt", "nsm-inf > nsm-sqrtd (larger gamma, more "
+             "acceleration)", "Fig. 3a", "text: \"NSM-inf performs better "
+             "than NSM-sqrtd when the number of epochs is small\"", INF, SQ),
+            # The text says "NormSoftmax" ahead at few epochs: NSM-sqrtd too.
+            ("sqrt_gt_sm", "nsm-sqrtd > sm", "Fig. 3a text", "\"NormSoftmax "
+             "can achieve a better test accuracy\" when epochs are few", SQ,
+             SM))],
       Claim("accel.lead_shrinks", "NSM's lead shrinks with training "
             f"(nsm-inf - sm at `{FOCUS}` < at the shortest budget)",
             "Fig. 3a", "lead gone by 100 epochs", ACCURACY, terms=(
@@ -231,22 +235,20 @@ def _claims() -> list[Claim]:
               f"{PAPER_T1[b]:.2f}", ACCURACY, sel(a), sel(b), rel,
               margin=1.0 if rel == "~" else None, min_budget=(END,),
               section="t1") for cid, text, ref, a, b, rel in T1_PAIRS],
-      Claim("t5.sm_best_scale", "softmax is best at scaling factor "
-            "d^-1/2 or d^-1/2 / 2", "Table 5", _t5_values(1, (2, 3)), None,
-            min_budget=(T5_SM_RUNS,), section="t1"),
-      Claim("t5.nsm_beats_sm", "at each matching pair of scaling factor "
-            "and gamma, NSM beats softmax", "Table 5",
-            " / ".join(f"{r[3]:.2f} vs {r[1]:.2f}" for r in PAPER_T5
-                       if r[1] is not None), None,
-            min_budget=(T5_SM_RUNS,), section="t1"),
-      Claim("t5.nsm_best_gamma", "NSM is best at gamma sqrt(d) .. "
-            "2 sqrt(d)", "Table 5", _t5_values(3, (2, 3)), None,
-            min_budget=(unavailable(
-                "a ranking over six gammas at the paper's 100 epochs: our "
-                "gamma runs (Table 1's variants) are below that "
-                "end-of-training budget (see the t1 claims), gamma = d is "
-                "not declared, and a best-of-six is not a two-setting "
-                "comparison the rule judges"),), section="t1"),
+      _untested("t5.sm_best_scale", "softmax is best at scaling factor "
+                "d^-1/2 or d^-1/2 / 2", "Table 5", _t5_values(1, (2, 3)),
+                T5_SM_RUNS, section="t1"),
+      _untested("t5.nsm_beats_sm", "at each matching pair of scaling factor "
+                "and gamma, NSM beats softmax", "Table 5", " / ".join(
+                    f"{r[3]:.2f} vs {r[1]:.2f}" for r in PAPER_T5
+                    if r[1] is not None), T5_SM_RUNS, section="t1"),
+      _untested("t5.nsm_best_gamma", "NSM is best at gamma sqrt(d) .. "
+                "2 sqrt(d)", "Table 5", _t5_values(3, (2, 3)), "a ranking "
+                "over six gammas at the paper's 100 epochs: our gamma runs "
+                "(Table 1's variants) are below that end-of-training budget "
+                "(see the t1 claims), gamma = d is not declared, and a "
+                "best-of-six is not a two-setting comparison the rule "
+                "judges", section="t1"),
       # Table 4 "with 20 epochs" (its shortest, "boost the initial
       # training"): early, judged over the 150-step `loss` parts and the
       # 2-epoch ones, as Fig. 3a's "when the number of epochs is small" is
@@ -331,36 +333,32 @@ def _claims() -> list[Claim]:
             "3.3 (the text reads the other way)", "\"NormSoftmax reduces "
             "the information entropy of softmax output\"", ENTROPY_END,
             sel(INF), sel(SM), "<", covers=EARLY_COVERS, section="diag"),
-      Claim("appD.overhead", "NormSoftmax adds 0.2-1 % to a Transformer's "
-            "step time", "Appendix D", "0.2-1 %", None,
-            min_budget=(unavailable(
-                "the paper's figure is GPU execution time of a full-size "
-                "ViT; ours would be CPU time of a 64-wide ViT with two runs "
+      _untested("appD.overhead", "NormSoftmax adds 0.2-1 % to a "
+                "Transformer's step time", "Appendix D", "0.2-1 %", "the "
+                "paper's figure is GPU execution time of a full-size ViT; "
+                "ours would be CPU time of a 64-wide ViT with two runs "
                 "sharing 2 cores, whose step-time noise exceeds 1 % (the "
-                "measured step times are in the table above, no verdict)"),),
-            section="diag"),
+                "measured step times are in the table above, no verdict)",
+                section="diag"),
       # Figs. 3c/3d compare accuracies after Sec. 4.1's 100 epochs: the
       # end-point gate (END) is the operative reason; runs past it (10
       # epochs per depth/width setting) are a CPU budget not spent here.
-      Claim("fig3cd.depth_width", "NSM is more robust at large depth and "
-            "width", "Figs. 3c/3d", "figure", None, min_budget=(unavailable(
-                _END_REGIME.format(what="the depth and width comparison of "
-                                   "Figs. 3c/3d (Sec. 4.1's training)") +
-                "; not run here: 10-epoch runs (~22 minutes each at our "
-                "base size, more when deeper or wider) for softmax and "
-                "NSM-inf at several depths and widths x 3 seeds are hours "
-                "on 2 cores; `model.depth` / `model.width` are the fields "
-                "to sweep"),)),
-      Claim("fig2b.resnet1202", "the logits' softmax input std leaps early "
-            "in a ResNet-1202", "Fig. 2b", "0.14 -> 1.31 at epoch 15", None,
-            min_budget=(_RESNET1202,)),
-      Claim("intro.heads_robust", "NSM is more robust to the number of "
-            "heads (ViT-B, CIFAR-10)", "Sec. 1", "+4.63 % on average",
-            None, min_budget=(unavailable(
+      _untested("fig3cd.depth_width", "NSM is more robust at large depth and "
+                "width", "Figs. 3c/3d", "figure", _END_REGIME.format(
+                    what="the depth and width comparison of Figs. 3c/3d "
+                    "(Sec. 4.1's training)") + "; not run here: 10-epoch "
+                "runs (~22 minutes each at our base size, more when deeper "
+                "or wider) for softmax and NSM-inf at several depths and "
+                "widths x 3 seeds are hours on 2 cores; `model.depth` / "
+                "`model.width` are the fields to sweep"),
+      _untested("fig2b.resnet1202", "the logits' softmax input std leaps "
+                "early in a ResNet-1202", "Fig. 2b",
+                "0.14 -> 1.31 at epoch 15", _RESNET1202),
+      _untested("intro.heads_robust", "NSM is more robust to the number of "
+                "heads (ViT-B, CIFAR-10)", "Sec. 1", "+4.63 % on average",
                 _END_REGIME.format(what="the head-count comparison (ViT-B "
                                    "on CIFAR-10, Sec. 4.1's training)") +
-                "; `model.num_heads` is the field to sweep at full "
-                "scale"),)),
+                "; `model.num_heads` is the field to sweep at full scale"),
       # Fig. 3b's ablations "related to optimization" beside weight decay
       # (`wd.*`): a gap of gaps, as the decay's.
       *[Claim(f"fig3b.{cid}", f"{change} softmax loses more accuracy than "
@@ -373,33 +371,27 @@ def _claims() -> list[Claim]:
              "one of the optimization-related techniques", NO_WARMUP),
             ("sgdm_ablation", "with SGDM instead of AdamW",
              "the other optimization-related technique", SGDM))],
-      Claim("fig3b.augment_alike", "without strong data augmentation "
-            "softmax and NSM drop alike (~)", "Fig. 3b text",
-            "\"the same robustness against the training recipe for data "
-            "augmentation\"", None, min_budget=(unavailable(
-                "not run here: the reduced sweep ablates weight decay, "
-                "warmup and the optimizer only, and the reduced setting has "
-                "no strong augmentation to remove"),)),
-      Claim("fig6.resnet1202_accuracy", "NSM trains a ResNet-1202 faster "
-            "and to a better accuracy", "Fig. 6", "figure", None,
-            min_budget=(_RESNET1202,)),
-      Claim("fig7.tau", "tau = 1 is best for both NSM-inf and NSM-sqrtd; "
-            "below 1 NSM-inf is more stable, above 1 NSM-sqrtd is better",
-            "Fig. 7", "figure", None, min_budget=(unavailable(
-                _END_REGIME.format(what="Fig. 7 (a tau sweep, Sec. 4.1's "
-                                   "training)") + "; `normsoftmax(tau=...)` "
-                "is the spec to sweep"),)),
-      Claim("t2.vit_imagenet", "ViTs on ImageNet: NSM ahead with few "
-            "epochs, similar at 300", "Table 2", "3 ViT variants by epochs",
-            None,
-            min_budget=(unavailable("ViTs trained on ImageNet-1K for up "
-                                    "to 300 epochs: not available offline, "
-                                    "too costly on 2 CPU cores"),)),
-      Claim("t3.translation", "NSM also accelerates machine translation "
-            "(BLEU)", "Table 3", "WMT en-de, IWSLT de-en, en-vi", None,
-            min_budget=(unavailable("machine translation is outside this "
-                                    "image-classification codebase (no "
-                                    "text data or seq2seq model)"),)),
+      _untested("fig3b.augment_alike", "without strong data augmentation "
+                "softmax and NSM drop alike (~)", "Fig. 3b text", "\"the "
+                "same robustness against the training recipe for data "
+                "augmentation\"", "not run here: the reduced sweep ablates "
+                "weight decay, warmup and the optimizer only, and the "
+                "reduced setting has no strong augmentation to remove"),
+      _untested("fig6.resnet1202_accuracy", "NSM trains a ResNet-1202 faster "
+                "and to a better accuracy", "Fig. 6", "figure", _RESNET1202),
+      _untested("fig7.tau", "tau = 1 is best for both NSM-inf and NSM-sqrtd; "
+                "below 1 NSM-inf is more stable, above 1 NSM-sqrtd is "
+                "better", "Fig. 7", "figure", _END_REGIME.format(
+                    what="Fig. 7 (a tau sweep, Sec. 4.1's training)") +
+                "; `normsoftmax(tau=...)` is the spec to sweep"),
+      _untested("t2.vit_imagenet", "ViTs on ImageNet: NSM ahead with few "
+                "epochs, similar at 300", "Table 2", "3 ViT variants by "
+                "epochs", "ViTs trained on ImageNet-1K for up to 300 epochs: "
+                "not available offline, too costly on 2 CPU cores"),
+      _untested("t3.translation", "NSM also accelerates machine translation "
+                "(BLEU)", "Table 3", "WMT en-de, IWSLT de-en, en-vi", "machine "
+                "translation is outside this image-classification codebase "
+                "(no text data or seq2seq model)"),
   ]
 
 
@@ -409,16 +401,20 @@ _END_WHY = ("end point after the paper's 100 epochs (Table 1 / Fig. 3a: "
             "\"when we train with more iterations, NormSoftmax performs "
             "similarly\"); the paper says the ordering changes with training "
             "length, so it needs a tenth of that (`END`)")
+# The claims placed early in training: judged over every budget we ran.
+ALL_BUDGETS = (*BUDGETS, FOCUS_STEPS)
+_OVER_ALL = "judged over all of them, each seed's contrast averaged over them"
+_INITIAL = "every budget we ran is initial; " + _OVER_ALL
 BUDGET_TABLE = (
     ("accel.sqrt_gt_inf.long", Budget((FOCUS_STEPS,), "Fig. 3a: \"NSM-inf "
                                       "is exceeded by NSM-sqrtd when the "
                                       "number of training iterations is "
                                       "large\"; " + _END_WHY)),
-    ("accel.*_gt_*", Budget(
-        (*BUDGETS, FOCUS_STEPS), "Fig. 3a: \"when the number of epochs is "
-        "small, NormSoftmax can achieve a better test accuracy\": every "
-        "budget we ran (<= 2.6 epochs of the paper's 100) is small; judged "
-        "over all of them, each seed's contrast averaged over them")),
+    ("accel.*_gt_*", Budget(ALL_BUDGETS, "Fig. 3a: \"when the number of "
+                            "epochs is small, NormSoftmax can achieve a "
+                            "better test accuracy\": every budget we ran (<= "
+                            "2.6 epochs of the paper's 100) is small; " +
+                            _OVER_ALL)),
     ("accel.lead_shrinks", Budget(
         (min(BUDGETS), FOCUS_STEPS), "Fig. 3a: \"when we train with more "
         "iterations, NormSoftmax performs similarly\": the lead at our "
@@ -442,35 +438,29 @@ BUDGET_TABLE = (
                       "the NSM loss \"can boost the initial training\": "
                       "every length we ran is initial; judged at the "
                       "150-step `loss` parts and the 2-epoch ones together")),
-    ("fig2a.std_rises", Budget(
-        (*BUDGETS, FOCUS_STEPS), "Fig. 2a: the std \"increases rapidly at "
-        "the initial stage\": every budget we ran is initial; judged over "
-        "all of them, each seed's contrast averaged over them")),
+    ("fig2a.std_rises", Budget(ALL_BUDGETS, "Fig. 2a: the std \"increases "
+                               "rapidly at the initial stage\": " + _INITIAL)),
     ("fig4.entropy_steadier", Budget(
-        (*BUDGETS, FOCUS_STEPS), "Sec. 4.1 / Fig. 4: the steady entropy "
-        "\"contributes to the acceleration and stability of the initial "
-        "training process\": every budget we ran is initial; judged over "
-        "all of them, each seed's contrast averaged over them")),
+        ALL_BUDGETS, "Sec. 4.1 / Fig. 4: the steady entropy \"contributes to "
+        "the acceleration and stability of the initial training process\": "
+        + _INITIAL)),
     ("fig4.caption_nsm_lower", Budget(
-        (*BUDGETS, FOCUS_STEPS), "Fig. 4 caption: \"NormSoftmax reduces "
-        "the information entropy of softmax output\", the effect Sec. 3.3 "
-        "places in the initial stage (\"help the model escape the zone "
-        "with high information entropy quickly\"): every budget we ran is "
-        "initial; judged over all of them, each seed's contrast averaged "
-        "over them")),
+        ALL_BUDGETS, "Fig. 4 caption: \"NormSoftmax reduces the information "
+        "entropy of softmax output\", the effect Sec. 3.3 places in the "
+        "initial stage (\"help the model escape the zone with high "
+        "information entropy quickly\"): " + _INITIAL)),
     ("fig4.baseline_lower", Budget(
-        (*BUDGETS, FOCUS_STEPS), "Sec. 4.1 / Fig. 4 text: \"In baseline, "
-        "the large standard deviation of softmax input induces small "
-        "information entropy\", in the paragraph that ties Fig. 4 to \"the "
-        "acceleration and stability of the initial training process\" and "
-        "names no later stage; the std is large once it has risen \"at the "
-        "initial stage\" (Fig. 2a): every budget we ran is initial; judged "
-        "over all of them, each seed's contrast averaged over them")),
+        ALL_BUDGETS, "Sec. 4.1 / Fig. 4 text: \"In baseline, the large "
+        "standard deviation of softmax input induces small information "
+        "entropy\", in the paragraph that ties Fig. 4 to \"the acceleration "
+        "and stability of the initial training process\" and names no later "
+        "stage; the std is large once it has risen \"at the initial stage\" "
+        "(Fig. 2a): " + _INITIAL)),
     ("fig4.sqrt_between.*", Budget(
-        (*BUDGETS, FOCUS_STEPS), "Fig. 4 text: NSM-sqrt(d)'s entropy lies "
-        "between softmax's and NSM-inf's, in the figure of \"the initial "
-        "training process\" (Sec. 4.1): every budget we ran is initial; "
-        "judged over all of them, as the other Fig. 4 claims")),
+        ALL_BUDGETS, "Fig. 4 text: NSM-sqrt(d)'s entropy lies between "
+        "softmax's and NSM-inf's, in the figure of \"the initial training "
+        "process\" (Sec. 4.1): every budget we ran is initial; judged over "
+        "all of them, as the other Fig. 4 claims")),
     ("fig2a.*", Budget((FOCUS_STEPS,), "Fig. 2a: the softmax input's std "
                        "\"increases rapidly at the initial stage and then "
                        "decreases gradually\": a course over training, read "

@@ -74,55 +74,40 @@ def _arg(arg):
   return a
 
 
-def _budgets(a):
-  """(length field, values) of the acceleration sweep (full, ViT:
-  *inferred*, Fig. 3a's x-axis values are not in the text)."""
-  vit = a.part == "attention"
-  if a.scale == "full":
-    return "num_epochs", [10, 25, 50, 100] if vit else [20, 45, 90, 180]
-  return "total_steps", [50, 100, 200] if vit else [150]
-
-
-def _vit(full):
-  if full:
-    c = declaration.config_from_file("../../configs/cifar10_vit.py",
-                                     relative_to=__file__)
-  else:
-    c = declaration.config_from_file("../../configs/quickstart.py",
-                                     "steps=200,batch=128,width=64,depth=4",
-                                     relative_to=__file__)
-    c.optimizer.weight_decay = 0.1
-    c.schedule.base_lr = 1e-3
-    c.loss.label_smoothing = 0.1
-    c.checkpoint_every = 200
-    c.keep_checkpoints = 1
-  c.diagnostics = True    # score std / entropy per layer: Figs. 2a and 4
-  return c
-
-
-def _resnet(full):
-  if full:
-    return declaration.config_from_file("../../configs/imagenet_resnet50.py",
-                                        "loss=softmax_xent,gamma=inf",
-                                        relative_to=__file__)
-  c = declaration.image_config(
-      "fashion_mnist", "resize(16)|flip_lr|value_range(-1, 1)",
-      "resize(16)|value_range(-1, 1)", shuffle_buffer=10_000, total_steps=150,
-      batch_size=64, model_name="preresnet", log_every=10, eval_every=50,
-      checkpoint_every=150, keep_checkpoints=1, diagnostics=False)
-  c.model.depth = 20
-  c.optimizer.update(name="sgd", momentum=0.9, nesterov=False,
-                     weight_decay=1e-4)
-  c.schedule.update(name="warmup_cosine", base_lr=0.1, warmup_steps=10)
-  c.eval.batch_size = 1000
-  return c
-
-
 def get_config(arg=None):
   a = _arg(arg)
+  full = a.scale == "full"
   if a.part == "attention":
-    return _vit(a.scale == "full")
-  c = _resnet(a.scale == "full")
+    if full:
+      c = declaration.config_from_file("../../configs/cifar10_vit.py",
+                                       relative_to=__file__)
+    else:
+      c = declaration.config_from_file("../../configs/quickstart.py",
+                                       "steps=200,batch=128,width=64,depth=4",
+                                       relative_to=__file__)
+      c.optimizer.weight_decay = 0.1
+      c.schedule.base_lr = 1e-3
+      c.loss.label_smoothing = 0.1
+      c.checkpoint_every = 200
+      c.keep_checkpoints = 1
+    c.diagnostics = True    # score std / entropy per layer: Figs. 2a and 4
+    return c
+  if full:
+    c = declaration.config_from_file("../../configs/imagenet_resnet50.py",
+                                     "loss=softmax_xent,gamma=inf",
+                                     relative_to=__file__)
+  else:
+    c = declaration.image_config(
+        "fashion_mnist", "resize(16)|flip_lr|value_range(-1, 1)",
+        "resize(16)|value_range(-1, 1)", shuffle_buffer=10_000,
+        total_steps=150, batch_size=64, model_name="preresnet", log_every=10,
+        eval_every=50, checkpoint_every=150, keep_checkpoints=1,
+        diagnostics=False)
+    c.model.depth = 20
+    c.optimizer.update(name="sgd", momentum=0.9, nesterov=False,
+                       weight_decay=1e-4)
+    c.schedule.update(name="warmup_cosine", base_lr=0.1, warmup_steps=10)
+    c.eval.batch_size = 1000
   if a.part != "loss" and "gamma" in c.loss:
     del c.loss["gamma"]    # these losses take no gamma
   c.loss.update(LOSSES[a.part])
@@ -139,10 +124,15 @@ def _focus_length(steps, warmup_div):
 
 def get_sweep(arg=None):
   a = _arg(arg)
-  field, budgets = _budgets(a)
+  vit = a.part == "attention"
+  # The acceleration sweep's lengths (full, ViT: *inferred*, Fig. 3a's
+  # x-axis values are not in the text).
+  field, budgets = (("num_epochs", [10, 25, 50, 100] if vit else
+                     [20, 45, 90, 180]) if a.scale == "full" else
+                    ("total_steps", [50, 100, 200] if vit else [150]))
   seeds = grid.sweep("seed", list(range(a.seeds)))
   norms = lambda names: grid.sweep("model.normalizer", names)
-  if a.part != "attention":
+  if not vit:
     # One budget (reduced): left to the base config, so --set can shorten it.
     lengths = grid.sweep(field, budgets) if len(budgets) > 1 else [{}]
     gammas = [1.0, float("inf")]

@@ -252,11 +252,6 @@ def _untestable_claims() -> list[Claim]:
   ]
 
 
-def _claims() -> list[Claim]:
-  return [c for setting in SETTINGS for c in _setting_claims(*setting)] + \
-      _speed_claims() + _ablation_claims() + _untestable_claims()
-
-
 # Where in training each claim is judged, from the paper's wording (the
 # policy: experiments/README.md, "The verdict rule"). The paper's figures
 # are end points of full ImageNet runs; every budget here is early in
@@ -274,10 +269,13 @@ BUDGET_TABLE = (
                           "runs")),
     *((f"*.{size}", Budget((MAIN_STEPS,), _END + f"the `main` {MAIN_STEPS} "
                            "steps")) for size in ("small", "medium")),
-    ("qkln.*", Budget((MAIN_STEPS,), _END + "the `main` runs")),
-    ("gate.*scaling*", Budget((MAIN_STEPS,), _END + "the `main` runs")),
+    *((ids, Budget((MAIN_STEPS,), _END + "the `main` runs"))
+      for ids in ("qkln.*", "gate.*scaling*")),
     ("*", Budget((), "the paper's own training (ImageNet-21k, several "
                  "sequence lengths, sharded runs); no runs here (see the "
                  "reason)")),
 )
-CLAIMS = with_budgets(_claims(), BUDGET_TABLE)
+CLAIMS = with_budgets([c for setting in SETTINGS
+                       for c in _setting_claims(*setting)] + _speed_claims()
+                      + _ablation_claims() + _untestable_claims(),
+                      BUDGET_TABLE)

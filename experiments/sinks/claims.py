@@ -197,18 +197,15 @@ def _transfer_claims() -> list[Claim]:
   the normalizers' n term is for (ssmax's paper: attention does not fade
   as n grows; relu/n and sigmoid's -log n: weights of order 1/n at any n):
   a contradicted verdict is a difference the other way."""
-  out = []
-  for v in N_DEPENDENT:
-    ref = {"ssmax": "Nakanishi 2025 (Abstract)",
-           "relu_seqlen": "Wortsman et al. 2023 (n^-alpha); issue #48",
-           "sigmoid": "Ramapuram et al. 2024 (-log n); issue #48"}[v]
-    out += [Claim(f"transfer.{v}.n{n}", f"{v} keeps its accuracy better "
-                  f"than softmax at {n} tokens (trained at 49): accuracy "
-                  f"change {v} > softmax's", ref, "n-dependent normalizers "
-                  "transfer differently across resolutions", at(n, DROP),
-                  sel(v), SOFTMAX, ">", section="transfer")
-            for n in TOKENS[1:]]
-  return out
+  refs = {"relu_seqlen": "Wortsman et al. 2023 (n^-alpha); issue #48",
+          "sigmoid": "Ramapuram et al. 2024 (-log n); issue #48",
+          "ssmax": "Nakanishi 2025 (Abstract)"}
+  return [Claim(f"transfer.{v}.n{n}", f"{v} keeps its accuracy better than "
+                f"softmax at {n} tokens (trained at 49): accuracy change {v} "
+                f"> softmax's", refs[v], "n-dependent normalizers transfer "
+                "differently across resolutions", at(n, DROP), sel(v),
+                SOFTMAX, ">", section="transfer")
+          for v in N_DEPENDENT for n in TOKENS[1:]]
 
 
 def _untestable() -> list[Claim]:

@@ -34,11 +34,6 @@ claims = studies.load_module(os.path.join(HERE, "claims.py"))
 TRANSFER = os.path.normpath(os.path.join(HERE, "..", "..", "configs",
                                          "transfer.py"))
 PARALLEL = 2          # transfer evaluations at once (the 2 CPU cores)
-PREFIX = "final/sink/"
-
-
-def _depth(key: str) -> list:
-  return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", key)]
 
 
 def summarize(stats: dict[str, float]) -> dict[str, float]:
@@ -66,35 +61,27 @@ def summarize(stats: dict[str, float]) -> dict[str, float]:
          "broadcast_token_heads": len(on_token) / len(heads),
          "has_broadcast": float(bool(broad))}
   if ratio is not None:
-    last = blocks[max(blocks, key=_depth)]
+    # The deepest block: its path's numbers compared as numbers.
+    last = blocks[max(blocks, key=lambda k: [
+        int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k)])]
     out.update(norm_ratio=ratio, has_high_norm=float(
         ratio >= claims.HIGH_NORM), top_norm_patch=last.get(
             "token_norm_max_patch"))
   return {k: v for k, v in out.items() if v is not None}
 
 
-def _own(run) -> dict[str, float]:
-  return summarize({k[len(PREFIX):]: v for k, v in run.metrics.items()
-                    if k.startswith(PREFIX)})
+def _summary(metrics, prefix: str) -> dict[str, float]:
+  """``summarize`` of the sink diagnostics under ``prefix`` in ``metrics``."""
+  return summarize({k[len(prefix):]: v for k, v in metrics.items()
+                    if k.startswith(prefix)})
 
 
 # ``Study.values``: one function per summary value of the run's own eval.
-VALUES = {name: (lambda run, name=name: _own(run).get(name))
+VALUES = {name: (lambda run, name=name: _summary(run.metrics,
+                                                 "final/sink/").get(name))
           for name in ("sink_heads", "has_sink", "noop_heads", "has_noop",
                        "broadcast_token_heads", "has_broadcast",
                        "norm_ratio", "has_high_norm", "top_norm_patch")}
-
-
-def tokens(config, size: int) -> int:
-  """Patch tokens of ``config``'s ViT at ``size`` px (no class token or
-  registers)."""
-  ph, pw = config.model.patch_size
-  return (size // ph) * (size // pw)
-
-
-def sizes(config) -> tuple[int, ...]:
-  return claims.study.TRANSFER_SIZES[
-      "reduced" if config.data.name == "fashion_mnist" else "full"]
 
 
 def transfer_dir(run, size: int) -> str:
@@ -123,13 +110,15 @@ def _evaluate(src: str, size: int, out: str) -> None:
 
 
 def transfer(runs, cache_dir: str) -> None:
-  """``Study.probe``: evaluates every finished run at ``sizes`` (those not
-  done yet, ``PARALLEL`` at a time), then records on each run, per token
-  count n, ``value/n<n>/accuracy``, ``value/n<n>/drop`` (minus the run's
-  own accuracy), the ``summarize`` values there and the evaluation's
-  ``core_seconds``."""
+  """``Study.probe``: evaluates every finished run at its scale's
+  ``TRANSFER_SIZES`` (those not done yet, ``PARALLEL`` at a time), then
+  records on each run, per token count n, ``value/n<n>/accuracy``,
+  ``value/n<n>/drop`` (minus the run's own accuracy), the ``summarize``
+  values there and the evaluation's ``core_seconds``."""
   del cache_dir
-  todo = [(r, s) for r in runs if r.done and r.dir for s in sizes(r.config)]
+  todo = [(r, s) for r in runs if r.done and r.dir for s in
+          claims.study.TRANSFER_SIZES["reduced" if r.config.data.name ==
+                                      "fashion_mnist" else "full"]]
   with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
     jobs = [pool.submit(_evaluate, r.dir, s, transfer_dir(r, s))
             for r, s in todo if not _done(transfer_dir(r, s))]
@@ -143,11 +132,10 @@ def transfer(runs, cache_dir: str) -> None:
       print(f"transfer: {path} did not finish (see its transfer.log)")
       continue
     last, own = evals[-1], r.value("final/accuracy")
-    got = {"accuracy": last["accuracy"], **summarize(
-        {k[len("sink/"):]: v for k, v in last.items()
-         if k.startswith("sink/")})}
+    got = {"accuracy": last["accuracy"], **_summary(last, "sink/")}
     if own is not None:
       got["drop"] = last["accuracy"] - own
     got["core_seconds"] = runstate.read(path).core_seconds
-    n = tokens(r.config, s)
+    ph, pw = r.config.model.patch_size   # patch tokens at s px
+    n = (s // ph) * (s // pw)
     r.metrics.update({f"value/n{n}/{k}": float(v) for k, v in got.items()})

@@ -28,10 +28,6 @@ def _acc(n: int) -> Metric:
       ACCURACY.name, "value/accuracy", 100.0, unit=" points"))
 
 
-def _at(n: int, metric: Metric) -> Metric:
-  return metric if n == TRAINED else at(n, metric)
-
-
 TABLES = {
     "accuracy": Table(
         ["variant", *[f"{n} tokens" for n in TOKENS],
@@ -49,7 +45,8 @@ TABLES = {
             claims.TOP_NORM_PATCH)]) for v in claims.VARIANTS]),
     "sinks_by_tokens": Table(
         ["variant", *[f"sink heads, {n} tokens" for n in TOKENS]],
-        [(v, [Cell(sel(v), _at(n, claims.SINK_HEADS)) for n in TOKENS])
+        [(v, [Cell(sel(v), claims.SINK_HEADS if n == TRAINED else
+                   at(n, claims.SINK_HEADS)) for n in TOKENS])
          for v in claims.VARIANTS]),
 }
 

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# The reduced-scale sinks study (experiments/sinks/sweep.py; parts declared
-# in report.py's STUDY): part `main`, softmax, softmax + 4 registers,
-# softmax_sink, softpick, relu/n, sigmoid and ssmax, and part `gate`,
-# softmax with a head-wise output gate, each at 200 steps x 3 seeds on
-# Fashion-MNIST at 49 tokens (24 runs); then the export's transfer probe
-# evaluates each finished run at 100 and 196 tokens (48 evaluations, 2 at
-# a time: probes.PARALLEL), and
+# The reduced-scale sinks study (experiments/sinks/sweep.py; parts declared in
+# report.py's STUDY): part `main`, softmax, softmax + 4 registers,
+# softmax_sink, softpick, relu/n, sigmoid and ssmax, and part `gate`, softmax
+# with a head-wise output gate, each at 200 steps x 3 seeds on Fashion-MNIST at
+# 49 tokens (24 runs); then the export's transfer probe evaluates each finished
+# run at 100 and 196 tokens (48 evaluations, 2 at a time: probes.PARALLEL), and
 # writes runs.csv, RESULTS.md and the plot in experiments/sinks/ (or $OUT).
 # Estimated (not yet run): ~25 minutes elapsed on 2 CPU cores with
 # --parallel=2, 24 x ~115 CPU core-seconds over 2 cores: one 200-step run
