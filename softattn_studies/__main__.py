@@ -18,7 +18,7 @@ import os
 import sys
 
 from softattn.sweep import records
-from softattn_studies import claims, preregistration, render, summary
+from softattn_studies import claims, render, summary
 from softattn_studies import study as study_lib
 
 
@@ -39,10 +39,8 @@ def _judged(found) -> list:
       continue
     runs = records.read_csv(csv_path)
     ver = claims.judge_all(study.claims, runs)
-    reg = preregistration.read_registration(os.path.dirname(csv_path))
-    firsts = summary.original_verdicts(study.claims, runs, ver, reg)
-    out.append((name, study, ver, summary.tally(study.claims, ver, reg,
-                                                firsts, study.phenomena)))
+    counts, _ = summary.of_study(study, runs, ver, os.path.dirname(csv_path))
+    out.append((name, study, ver, counts))
   return out
 
 

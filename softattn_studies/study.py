@@ -30,7 +30,6 @@ from softattn.sweep import declaration, records
 from softattn.sweep.records import RunRecord
 from softattn_studies import claims as claims_lib
 from softattn_studies import plotspec, render, runs as runs_lib, template
-from softattn_studies import preregistration as prereg
 from softattn_studies import summary
 from softattn_studies.discover import studies_in  # noqa: F401 (re-exported)
 from softattn_studies.claims import Claim, Verdict
@@ -134,8 +133,7 @@ def report(study: Study, csv_path: str, out: str, *,
   (``check=False``: the template's expectations are not checked)."""
   runs = records.read_csv(csv_path)
   ver = verdicts(study, runs)
-  reg = prereg.read_registration(os.path.dirname(csv_path) or ".")
-  firsts = summary.original_verdicts(study.claims, runs, ver, reg)
+  counts, notes = summary.of_study(study, runs, ver, os.path.dirname(csv_path))
   paths.makedirs(out)
   rel = f"experiments/{study.name}/{study.csv_name}"
   command = f"python experiments/{study.name}/report.py --from-csv {rel}"
@@ -152,9 +150,7 @@ def report(study: Study, csv_path: str, out: str, *,
       facts={k: _fact(f, runs, ver) for k, f in study.facts.items()},
       check=check,
       selections=study.selections,
-      summary=summary.line(summary.tally(study.claims, ver, reg, firsts,
-                                         study.phenomena)),
-      notes=summary.notes(study.claims, reg, firsts))
+      summary=summary.line(counts), notes=notes)
   return [path] + [f for f in files.values() if f]
 
 

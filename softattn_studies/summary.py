@@ -230,3 +230,14 @@ def notes(claims: Sequence[Claim], registration: Mapping[str, Mapping] | None,
                + (f" ({est})" if est else ""))
     out[c.id] = text + "."
   return out
+
+
+def of_study(study, runs: Sequence[RunRecord], verdicts: Mapping[str, Verdict],
+             study_dir: str) -> tuple[Tally, dict[str, str]]:
+  """A study's ``Tally`` and post hoc ``notes``, with the registration
+  read from ``study_dir`` (where its runs.csv is): what its RESULTS.md and
+  the README's table both render."""
+  reg = prereg.read_registration(study_dir or ".")
+  firsts = original_verdicts(study.claims, runs, verdicts, reg)
+  return (tally(study.claims, verdicts, reg, firsts, study.phenomena),
+          notes(study.claims, reg, firsts))

@@ -137,11 +137,19 @@ def _run(impl, name, case, dtype, d=D):
   lq, lk, use_mask, causal = CASES[case]
   q, k, v, mask = _inputs(lq, lk, d)
   q, k, v = (x.astype(dtype) for x in (q, k, v))
-  params = {k_: jnp.asarray(v_) for k_, v_ in PARAMS.get(name, {}).items()}
-  kw = dict(normalizer=name, mask=mask if use_mask else None,
-            is_causal=causal, implementation=impl)
+  kw = dict(mask=mask if use_mask else None, is_causal=causal,
+            implementation=impl)
   if impl == "pallas":
     kw["chunk_size"] = BLOCK
+  return grads_of(q, k, v, name, **kw)
+
+
+def grads_of(q, k, v, name, **kw):
+  """``[out, dq, dk, dv, d<param> ...]`` (float32 NumPy) of
+  ``sum(cos(out))``, ``out = dot_product_attention(q, k, v,
+  normalizer=name, **kw)`` with ``PARAMS[name]`` as arrays."""
+  params = {k_: jnp.asarray(v_) for k_, v_ in PARAMS.get(name, {}).items()}
+  kw = dict(kw, normalizer=name)
 
   def loss(q, k, v, params):
     out = dot_product_attention(q, k, v, normalizer_params=params, **kw)

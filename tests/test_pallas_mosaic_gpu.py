@@ -91,18 +91,9 @@ def _run(impl, name, case, dtype, d=D, cap=None):
   if use_mask == "heads":
     mask = jax.random.bernoulli(jax.random.PRNGKey(7), 0.6, (T.B, T.H, 1, lk))
   q, k, v = (x.astype(dtype) for x in (q, k, v))
-  params = {k_: jnp.asarray(v_) for k_, v_ in T.PARAMS.get(name, {}).items()}
-  kw = dict(normalizer=name, mask=mask if use_mask else None,
-            is_causal=causal, implementation=impl, logits_soft_cap=cap)
-
-  def loss(q, k, v, params):
-    out = dot_product_attention(q, k, v, normalizer_params=params, **kw)
-    return jnp.sum(jnp.cos(out.astype(jnp.float32))), out
-
-  fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3), has_aux=True))
-  (_, out), grads = fn(q, k, v, params)
-  flat = [out] + list(grads[:3]) + [grads[3][k_] for k_ in sorted(params)]
-  return [np.asarray(x, np.float32) for x in flat]
+  return T.grads_of(q, k, v, name, mask=mask if use_mask else None,
+                    is_causal=causal, implementation=impl,
+                    logits_soft_cap=cap)
 
 
 def _check_f32(name, case, got, d=D, cap=None):
@@ -302,3 +293,16 @@ def test_backend_reason_follows_the_choice(on_hopper, monkeypatch):
       device_kind="NVIDIA A100-SXM4-80GB"))
   assert "lacks erf" in backend.unsupported_reason(laplace, p,
                                                    dtype=jnp.bfloat16)
+
+
+def test_columns_keep_row_values_as_vectors_or_refuse_in_one_line():
+  """``columns.run``: a ``[b, 1]`` column against a tile is the broadcast
+  vector; an op it cannot keep as a vector is one line naming the way
+  around it, not a traceback from the lowering."""
+  from softattn.pallas.gpu.mosaic import columns  # noqa: PLC0415
+  x, tile_ = jnp.arange(4.0), jnp.ones((4, 3))
+  (got,) = jax.tree.leaves(columns.run(lambda c, t: c * t,
+                                       columns.Col(x), tile_))
+  np.testing.assert_array_equal(got, x[:, None] * tile_)
+  with pytest.raises(ValueError, match="SOFTATTN_GPU_KERNELS=triton"):
+    columns.run(jnp.transpose, columns.Col(x))

@@ -147,15 +147,24 @@ def _eqn(eqn, invals):
     axes = eqn.params["axes"]
     if _kept(in_avals[0]) not in axes:  # reducing the size-1 axis
       return [invals[0]]
+  # Every normalizer of the mode table traces through the branches above
+  # (tests/test_pallas_mosaic_gpu.py runs them all); a new transform that
+  # does neither gets one line naming the way around it.
   if any(thin_out) and not all(thin_out):
-    raise NotImplementedError(f"columns: {name} mixes thin and full outputs")
+    raise ValueError(_unkept(name, "mixes [b, 1] and [b, bk] outputs"))
   if thin_out and thin_out[0]:
     if name in ("iota", "reduce_sum", "reduce_max", "reduce_min",
                 "transpose", "dot_general", "concatenate"):
-      raise NotImplementedError(f"columns: {name} on a [b, 1] value")
+      raise ValueError(_unkept(name, "on a [b, 1] value"))
     return _bind(eqn, invals)
   shape = out_avals[0].shape  # a tile out: thin operands widened to it
   return _bind(eqn, [_widen(x, a, shape) for x, a in zip(invals, in_avals)])
+
+
+def _unkept(name: str, what: str) -> str:
+  return (f"the Mosaic GPU kernels cannot keep this normalizer's {name} "
+          f"({what}) as a row vector (pallas/gpu/mosaic/columns.py); run it "
+          "with SOFTATTN_GPU_KERNELS=triton or implementation='chunked'")
 
 
 def _bind(eqn, args):
