@@ -27,9 +27,11 @@ bf16, ``[B, L, H, D]`` self-attention without a mask, at each length, for
 
 ``--backend mosaic`` (or ``triton``) forces the kernels ``pallas`` runs
 (``SOFTATTN_GPU_KERNELS``, ``softattn.pallas.gpu.backend``; default
-``auto``: its rule, Triton until the Mosaic GPU kernels have passed on a
-GPU); the Mosaic GPU kernels need a Hopper GPU and blocks that are
-multiples of 64. Never run so far (no GPU when they were written).
+``auto``: its rule, Mosaic GPU on a Hopper where its one-off device check
+against dense passes, which the warm-up calls pay for, else Triton); the
+Mosaic GPU kernels need a Hopper GPU and blocks that are multiples of 64.
+Never run so far (no GPU since they were written): ``STAGES="mosaic_tests
+mosaic_bench" bash benchmarks/gpu_check.sh OUT`` is the prepared run.
 
 ``--launches W S [W S ...]`` times the pallas kernels under each Triton
 ``num_warps``/``num_stages`` pair in turn instead of

@@ -40,7 +40,8 @@ Paths (``implementation=``):
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
   normalizer (one-pass modes only, no ``stream``) and mask and the scores are larger than
   one 128 x 128 tile (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``), and on GPU by
-  the same rule for what the Triton kernels support (``_fused_on_gpu``);
+  the same rule for what the GPU backend it would run on supports
+  (``_fused_on_gpu``, ``pallas.gpu.backend``);
   else ``chunked`` when the
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
@@ -233,7 +234,7 @@ def dot_product_attention(
   if impl == "auto":
     impl = _auto(norm, shape, d, mask, bias, is_causal, return_weights, p,
                  dv=value.shape[-1], blocks=(chunk_size, query_chunk_size),
-                 logits_soft_cap=cap)
+                 logits_soft_cap=cap, dtype=query.dtype)
   if impl == "linear":
     _check_linear(norm, mask, bias, is_causal, cap)
     out = _linear(query, key, value, norm, p, mask, scale)
@@ -269,7 +270,7 @@ def _key_only(mask):
 
 
 def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
-          dv=None, blocks=(None, None), logits_soft_cap=None):
+          dv=None, blocks=(None, None), logits_soft_cap=None, dtype=None):
   """The path ``"auto"`` picks; ``blocks``: the caller's ``(chunk_size,
   query_chunk_size)``, which the fused kernels would take as their blocks."""
   b, h, lq, lk = shape
@@ -280,7 +281,8 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
     return "linear"
   if lq * lk > AUTO_PALLAS_MIN_SCORES and (
       _fused_on_tpu(norm, mask, bias, p)
-      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks)):
+      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks, dtype,
+                       logits_soft_cap)):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"
@@ -305,15 +307,18 @@ def _fused_on_tpu(norm, mask, bias, p=None):
 
 
 def _fused_on_gpu(norm, mask, bias, p=None, d=64, dv=None,
-                  blocks=(None, None)):
-  """On GPU: the TPU kernels' contract plus the Triton lowering's
-  (``pallas.gpu.triton.wrapper.unsupported_reason``: power-of-two head dims and
-  forced blocks >= 16, no ``erf`` in the tile math)."""
+                  blocks=(None, None), dtype=None, logits_soft_cap=None):
+  """On GPU: the TPU kernels' contract plus that of the backend the call
+  would run on (``pallas.gpu.backend``: Mosaic GPU's head dims and blocks,
+  or the Triton lowering's power-of-two head dims, blocks >= 16 and no
+  ``erf``)."""
   from softattn import pallas  # noqa: PLC0415
-  from softattn.pallas.gpu.triton import wrapper as gpu  # noqa: PLC0415
-  return (pallas.target_platform() == "gpu"
-          and _pallas_reason(norm, mask, bias, p) is None
-          and gpu.unsupported_reason(norm, p, d, dv, blocks) is None)
+  if pallas.target_platform() != "gpu" or _pallas_reason(
+      norm, mask, bias, p) is not None:
+    return False
+  from softattn.pallas.gpu import backend  # noqa: PLC0415
+  return backend.unsupported_reason(norm, p, d, dv, blocks, dtype,
+                                    logits_soft_cap) is None
 
 
 def _check_linear(norm, mask, bias, is_causal, logits_soft_cap=None):

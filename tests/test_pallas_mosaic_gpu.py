@@ -15,7 +15,9 @@ and span two or three of them. Every fused normalizer runs once in f32
 (the two mask cases alternate); bf16/f16, a per-head key mask, head dim
 256 and the soft cap run on a few (``EXTRA``); one normalizer per mode (and
 moments, parameters, substituted primitives) and the other dtypes and head
-dims lower through Mosaic GPU for CUDA here. Each interpreted case takes
+dims lower through Mosaic GPU for CUDA here. ``auto``'s device check
+(``gpu/device_check.py``) runs the interpreted kernels here too, passes
+them and fails wrong ones. Each interpreted case takes
 ~2-4 s on 2 CPU cores, nearly all of it XLA compiling the interpreted
 kernels (~2 s) and running their callbacks (~1 s); the file ~75-90 s.
 """
@@ -32,7 +34,7 @@ import pytest
 from softattn import dot_product_attention, pallas
 from softattn import normalizers as N
 from softattn.modes import MODES
-from softattn.pallas.gpu import backend
+from softattn.pallas.gpu import backend, device_check
 from softattn.pallas.gpu.mosaic import tile as mtile
 from softattn.pallas.gpu.mosaic import wrapper as mosaic
 from tests import test_pallas as T
@@ -61,7 +63,8 @@ def on_hopper(monkeypatch):
   monkeypatch.setattr(pallas.wrapper, "target_platform", lambda: "gpu")
   monkeypatch.setattr(pallas, "target_platform", lambda: "gpu")
   monkeypatch.setattr(backend, "_target_device", lambda: H100)
-  # Opted in: ``auto`` keeps Triton until the kernels pass on a GPU.
+  # Forced: ``auto`` would ask for the device check, which needs a real
+  # GPU device (``test_auto_runs_the_device_check_inside_a_traced_step``).
   monkeypatch.setenv(backend.ENV, "mosaic")
   if not ON_GPU:
     monkeypatch.setattr(backend, "MOSAIC_DTYPES", None)
@@ -184,8 +187,9 @@ def test_backend_choice(monkeypatch):
   assert choose(("wgmma",), "NVIDIA H100") == "triton"
   assert "lacks wgmma; upgrade jax" in backend.why_not_mosaic(
       ("wgmma",), "NVIDIA H100")
-  # auto on Hopper: Triton while the Mosaic GPU kernels are unvalidated
-  # and jax ships Triton; Mosaic once either changes.
+  # auto on Hopper, with no device check to run (an abstract target):
+  # Triton while the Mosaic GPU kernels are unvalidated and jax ships
+  # Triton; Mosaic once either changes.
   assert not backend.MOSAIC_VALIDATED
   assert auto((), "NVIDIA H100", dtype=jnp.bfloat16) == "triton"
   monkeypatch.setattr(backend, "MOSAIC_VALIDATED", True)
@@ -198,6 +202,114 @@ def test_backend_choice(monkeypatch):
   with pytest.raises(ValueError, match="use one of auto, mosaic, triton"):
     backend.choose((), "NVIDIA H100")
   assert mtile.missing_api() == ()  # both CI jax versions have it
+
+
+def test_auto_takes_mosaic_only_where_its_device_check_passes(monkeypatch):
+  """Unvalidated and with Triton shipped, ``auto`` takes Mosaic GPU where
+  the device check passes, Triton where it fails or cannot run (AOT)."""
+  auto = lambda *a, **k: backend.choose(*a, prefer="auto", **k)  # noqa: E731
+  calls = []
+
+  def check(verdict):
+    return lambda: calls.append(verdict) or verdict
+  assert auto((), "NVIDIA H100", dtype=jnp.bfloat16, check=check(None)) == (
+      "mosaic")
+  assert auto((), "NVIDIA H100", dtype=jnp.bfloat16,
+              check=check("dq off by 1")) == "triton"
+  assert auto((), "NVIDIA H100", dtype=jnp.bfloat16, check=None) == "triton"
+  # Not asked where Mosaic cannot run the call, or is forced either way.
+  assert auto((), "NVIDIA A100", dtype=jnp.bfloat16, check=check(0)) == (
+      "triton")
+  assert backend.choose((), "NVIDIA H100", prefer="mosaic",
+                        check=check(1)) == "mosaic"
+  assert calls == [None, "dq off by 1"]
+  # A real CPU device, or an abstract one, is no device to check on.
+  assert backend._device_check(jax.devices()[0], N.get("softmax"), {}, D, D,
+                               None, jnp.bfloat16, None) is None
+
+
+def _kind(name, dtype="bfloat16", cap=None):
+  norm = N.get(name)
+  params = {k: jnp.asarray(v) for k, v in T.PARAMS.get(name, {}).items()}
+  return norm, device_check.kind_of(norm, norm.resolve(params, head_dim=D),
+                                    D, D, None, dtype, cap)
+
+
+def test_device_check_passes_the_kernels_and_catches_wrong_ones():
+  """``device_check.compare``: the kernels (interpreted here) within the
+  bound, for an array parameter and a soft cap too; a path whose output,
+  or only whose dQ, is 10 % off (a kernel bug is off by more), fails,
+  naming what differed."""
+  mosaic_attend = lambda *a: mosaic.gpu_attention(  # noqa: E731
+      *a[:11], logits_soft_cap=a[11], local=True)
+  for name, cap in (("softmax_sink", None), ("normsoftmax", 3.0)):
+    norm, kind = _kind(name, "float16", cap)
+    assert device_check.compare(norm, kind, mosaic_attend) is None, name
+
+  def dense(q, k, v, norm, p, mask, scale, causal, *_):
+    return dot_product_attention(q, k, v, normalizer=norm,
+                                 normalizer_params=p, mask=mask, scale=scale,
+                                 is_causal=causal, implementation="dense")
+
+  def off(q, k, v, *a):  # the output 10 % off
+    return dense(q, k, v, *a) * 1.1
+
+  @jax.custom_vjp
+  def grad_off(q, k, v):  # the output right, dQ 10 % off
+    return q, k, v
+
+  grad_off.defvjp(lambda q, k, v: ((q, k, v), None),
+                  lambda _, g: (g[0] * 1.1, g[1], g[2]))
+  norm, kind = _kind("softmax")
+  assert device_check.compare(norm, kind, dense) is None
+  assert device_check.compare(norm, kind, off).startswith("out off by")
+  assert device_check.compare(
+      norm, kind, lambda q, k, v, *a: dense(*grad_off(q, k, v), *a)
+  ).startswith("dq off by")
+
+
+def test_device_check_failure_is_a_reason_once_logged(monkeypatch, caplog):
+  """A kernel that raises (a lowering or compile error on the chip) is a
+  reason to keep Triton, logged as a warning, and checked once per kind and
+  device in a process."""
+  calls = []
+
+  def broken(*a, **k):
+    calls.append(1)
+    raise RuntimeError("Mosaic GPU lowering failed\nat line 3")
+  monkeypatch.setattr(mosaic, "gpu_attention", broken)
+  monkeypatch.setattr(device_check, "VERDICTS", {})
+  norm, kind = _kind("sigmoid")
+  with caplog.at_level("WARNING"):
+    why = device_check.failure(norm, kind, "NVIDIA H100")
+  assert why == "RuntimeError: Mosaic GPU lowering failed"
+  assert "running the Triton kernels instead" in caplog.text
+  assert device_check.failure(norm, kind, "NVIDIA H100") == why
+  assert len(calls) == 1
+
+
+def test_auto_runs_the_device_check_inside_a_traced_step(on_hopper,
+                                                        monkeypatch):
+  """Through ``dot_product_attention``, traced under jit: the check (the
+  kernels interpreted here, in a thread of its own) passes, so Mosaic GPU
+  runs, laplace included (``auto`` fuses it: Mosaic lowers ``erf``); where
+  it fails, Triton runs, and ``auto`` leaves laplace to the XLA paths."""
+  monkeypatch.setenv(backend.ENV, "auto")
+  monkeypatch.setattr(backend, "_can_check", lambda device: True)
+  monkeypatch.setattr(device_check, "VERDICTS", {})
+  q = jnp.asarray(T._inputs_np(144, 144, D)[0], jnp.bfloat16)
+
+  def jaxpr(name, impl):
+    return str(jax.make_jaxpr(jax.jit(lambda x: dot_product_attention(
+        x, x, x, normalizer=name, implementation=impl)))(q))
+  assert "softattn_mgpu_forward" in jaxpr("laplace", "auto")
+  assert [k.name for k, _, _ in device_check.VERDICTS] == ["laplace"]
+  for kind in device_check.VERDICTS:
+    device_check.VERDICTS[kind] = "out off by 1"
+  assert "softattn_mgpu_forward" not in jaxpr("laplace", "auto")
+  monkeypatch.setattr(device_check, "VERDICTS", {
+      (_kind("softmax")[1], H100.device_kind, None): "out off by 1"})
+  assert "softattn_gpu_forward" in jaxpr("softmax", "pallas")
 
 
 def test_dispatch_follows_the_device(on_hopper, monkeypatch):

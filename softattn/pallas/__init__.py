@@ -26,9 +26,9 @@ transform is traced into the kernel and differentiated there with
 * ``gpu/``: a GPU target (``target_platform``) goes to ``gpu/backend.py``,
   which picks the kernels per call: ``gpu/triton/`` (``wrapper.py``,
   ``forward.py``, ``backward.py``, ``tile.py``: the same tiles for Pallas'
-  Triton lowering; the default) or ``gpu/mosaic/`` (Mosaic GPU's Hopper
-  ``wgmma`` kernels; opt-in with ``SOFTATTN_GPU_KERNELS=mosaic`` until they
-  have passed on a GPU).
+  Triton lowering) or ``gpu/mosaic/`` (Mosaic GPU's Hopper ``wgmma``
+  kernels, taken on a Hopper where they agree with dense on the device:
+  ``gpu/device_check.py``).
 """
 
 from softattn.pallas.tpu.blocks import block_sizes, budget, footprint

@@ -8,14 +8,18 @@ kernels use (``mosaic.tile.missing_api``), for a call they take
 (``mosaic.wrapper.unsupported_reason``: head dims 64/128/256, blocks of 64)
 in bfloat16 or float16 (``MOSAIC_DTYPES``).
 
-Which one runs (``ENV``, default ``auto``): the Mosaic GPU kernels have run
-only in Mosaic GPU's interpreter on CPU (no GPU was lent to the sessions
-that wrote them; docs/kernels.md), so ``auto`` takes them where they can
-run only once they are ``MOSAIC_VALIDATED`` on a GPU, or where this jax no
-longer ships Pallas' Triton lowering (deprecated since jax 0.11); until
-then it keeps the Triton kernels, which have run and been timed on an
-H200. ``SOFTATTN_GPU_KERNELS=mosaic`` opts in (Mosaic GPU wherever it can
-run the call, Triton for the rest), ``triton`` forces Triton.
+Which one runs (``ENV``, default ``auto``): where Mosaic GPU can run the
+call, ``auto`` takes it once it has agreed with dense on the device itself
+(``device_check``: once per kind of call and process, a few seconds), and
+keeps the Triton kernels, with a warning naming what differed, where it has
+not. The check is there because the Mosaic GPU kernels have run only in
+Mosaic GPU's interpreter on CPU (no GPU was lent to the sessions that wrote
+them; docs/kernels.md); ``MOSAIC_VALIDATED`` (set once
+``tests/test_pallas_mosaic_gpu.py`` has passed on a Hopper GPU) or a jax
+without Pallas' Triton lowering (deprecated since jax 0.11) skips it. A
+target that cannot run the check (an abstract device of an AOT mesh) keeps
+Triton until then. ``SOFTATTN_GPU_KERNELS=mosaic`` takes Mosaic GPU wherever
+it can run the call, unchecked; ``triton`` forces Triton.
 """
 
 from __future__ import annotations
@@ -91,10 +95,12 @@ def preference() -> str:
 
 def choose(mosaic_missing: tuple[str, ...], device_kind: str,
            compute_capability=None, mosaic_reason: str | None = None,
-           dtype=None, prefer: str | None = None) -> str:
+           dtype=None, prefer: str | None = None, check=None) -> str:
   """``"mosaic"`` or ``"triton"`` (see the module docstring) from what
-  ``why_not_mosaic`` reads (``mosaic_reason``: the kernels' own refusal)
-  and the preference (default: ``ENV``)."""
+  ``why_not_mosaic`` reads (``mosaic_reason``: the kernels' own refusal),
+  the preference (default: ``ENV``) and, for ``auto``, ``check()``: None
+  where the kernels agree with dense on this device, else why not
+  (``device_check.failure``; None: the target cannot run the check)."""
   prefer = prefer or preference()
   why = why_not_mosaic(mosaic_missing, device_kind, compute_capability,
                        mosaic_reason, dtype)
@@ -102,7 +108,7 @@ def choose(mosaic_missing: tuple[str, ...], device_kind: str,
     return "triton"
   if prefer == "mosaic" or MOSAIC_VALIDATED or not triton_available():
     return "mosaic"
-  return "triton"
+  return "mosaic" if check is not None and check() is None else "triton"
 
 
 def _target_device():
@@ -111,15 +117,35 @@ def _target_device():
   return jax.devices()[0] if device is None else device
 
 
-def backend(norm, p=None, d=64, dv=None, blocks=None, dtype=None) -> str:
+def _can_check(device) -> bool:
+  """Whether ``device`` is one the check can run on: a GPU in hand, not an
+  abstract one (AOT)."""
+  return isinstance(device, jax.Device) and device.platform == "gpu"
+
+
+def _device_check(device, norm, p, d, dv, blocks, dtype, cap):
+  """``choose``'s ``check`` for this call, or None where the target is no
+  device the check can run on."""
+  if not _can_check(device):
+    return None
+  from softattn.pallas.gpu import device_check  # noqa: PLC0415
+  kind = device_check.kind_of(norm, p, d, dv, blocks, dtype, cap)
+  return lambda: device_check.failure(norm, kind, device.device_kind)
+
+
+def backend(norm, p=None, d=64, dv=None, blocks=None, dtype=None,
+            logits_soft_cap=None) -> str:
   """The backend this call runs on for the target device."""
   from softattn.pallas.gpu.mosaic import tile as mtile  # noqa: PLC0415
   from softattn.pallas.gpu.mosaic import wrapper as mosaic  # noqa: PLC0415
   device = _target_device()
+  check = _device_check(device, norm, p, d, dv, blocks,
+                        jnp.bfloat16 if dtype is None else dtype,
+                        logits_soft_cap)
   return choose(mtile.missing_api(), getattr(device, "device_kind", ""),
                 getattr(device, "compute_capability", None),
                 mosaic.unsupported_reason(norm, p, d, dv, blocks, dtype),
-                dtype)
+                dtype, check=check)
 
 
 def _module(name):
@@ -136,16 +162,17 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
   """``pallas_attention`` on a GPU target: the chosen backend's kernels
   (arguments as ``triton.wrapper.gpu_attention``)."""
   name = backend(norm, p, query.shape[-1], value.shape[-1],
-                 (chunk_size, query_chunk_size or chunk_size), query.dtype)
+                 (chunk_size, query_chunk_size or chunk_size), query.dtype,
+                 logits_soft_cap)
   return _module(name).gpu_attention(
       query, key, value, norm, p, mask, scale, causal, chunk_size,
       query_chunk_size, interpret, logits_soft_cap=logits_soft_cap)
 
 
 def unsupported_reason(norm, p=None, d=64, dv=None, blocks=None,
-                       dtype=None):
+                       dtype=None, logits_soft_cap=None):
   """Why the backend ``gpu_attention`` would pick cannot take this call
   (None: it can). ``dtype``: the inputs' (None: bfloat16's choice; float32
   goes to Triton, which lacks ``erf``)."""
-  name = backend(norm, p, d, dv, blocks, dtype)
+  name = backend(norm, p, d, dv, blocks, dtype, logits_soft_cap)
   return _module(name).unsupported_reason(norm, p, d, dv, blocks)

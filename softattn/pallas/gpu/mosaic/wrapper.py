@@ -154,13 +154,14 @@ def _per_shard(cfg, query, key, value, prow, kmask):
 
 def gpu_attention(query, key, value, norm, p, mask, scale, causal,
                   chunk_size=None, query_chunk_size=None, interpret=None,
-                  logits_soft_cap=None):
+                  logits_soft_cap=None, local=False):
   """Fused attention on Mosaic GPU; arguments as the Triton wrapper's
   ``gpu_attention``, plus ``logits_soft_cap`` (a float, or None).
 
   ``chunk_size``/``query_chunk_size``: key/query blocks (multiples of 64;
   default 64). ``interpret``: None runs the kernels when lowering for CUDA
-  and Mosaic GPU's interpreter elsewhere.
+  and Mosaic GPU's interpreter elsewhere. ``local``: ignore the context
+  mesh (``gpu/device_check.py``'s small problems run on one device).
   """
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
@@ -184,7 +185,7 @@ def gpu_attention(query, key, value, norm, p, mask, scale, causal,
       mask_heads=kmask is not None and kmask.shape[1] > 1,
       logits_soft_cap=logits_soft_cap)
   fn = functools.partial(_per_shard, cfg)
-  mesh = prepare.context_mesh()
+  mesh = None if local else prepare.context_mesh()
   if mesh is None:
     return fn(query, key, value, prow, kmask)
   return prepare.sharded(fn, mesh, query, key, value, prow, kmask)
