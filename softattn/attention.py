@@ -39,9 +39,10 @@ Paths (``implementation=``):
 * ``"auto"`` (default): ``linear`` when it applies and is cheaper
   (``Lq * Lk > (Lq + Lk) * d``); else, on TPU, ``pallas`` when it supports the
   normalizer (one-pass modes only, no ``stream``) and mask and the scores are larger than
-  one 128 x 128 tile (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``), and on GPU by
-  the same rule for what the GPU backend it would run on supports
-  (``_fused_on_gpu``, ``pallas.gpu.backend``);
+  one 128 x 128 tile (``Lq * Lk > AUTO_PALLAS_MIN_SCORES``), and on GPU
+  when the GPU backend it would run on supports the call (``_fused_on_gpu``,
+  ``pallas.gpu.backend``) and the scores exceed 336 x 336
+  (``AUTO_PALLAS_MIN_SCORES_GPU``);
   else ``chunked`` when the
   normalizer streams and one (batch, head) slice of the dense scores would
   exceed 16 MiB (``Lq * Lk > 2048**2``: long sequences); else ``dense``.
@@ -53,11 +54,13 @@ Paths (``implementation=``):
   VMEM staging off / bandwidth; ``benchmarks/README.md``), dense is the
   cheaper program at L = 16, 49, 64 and 128 (1.1-1.9x), the fused kernels
   from L = 196 (ViT-B/16's tokens: 1.5x in bf16, 1.2x in f32) to 4096
-  (7-8x). The rule looks at the sequence lengths, not the batch. On GPU the
-  same threshold is kept: on an H200 (bf16, D=128, forward+backward;
-  ``benchmarks/README.md``) the fused softmax and relu_seqlen beat dense at
-  L = 4096 and only fused and chunked run at 16384, but the crossover below
-  4096 with the measured block sizes was not timed.
+  (7-8x). The rule looks at the sequence lengths, not the batch. On GPU, an
+  H200 (bf16, D=128, forward+backward, the Triton kernels;
+  ``benchmarks/gpu_auto_rule.py`` reads the committed runs): dense was
+  faster at L = 196 (relu_seqlen, by 11 %), the fused kernels at 576, 1024
+  and 4096 (sigmoid at 576 within 3 %: a tie), and only fused and chunked
+  run at 16384; the threshold lies between 196 and 576. The Mosaic GPU
+  kernels are untimed and share it.
 """
 
 from __future__ import annotations
@@ -77,6 +80,11 @@ AUTO_CHUNK_MIN_SCORES = 2048 * 2048  # per (batch, head)
 # On TPU, scores above one 128 x 128 tile go to the fused kernels: measured
 # crossover, see the module docstring.
 AUTO_PALLAS_MIN_SCORES = 128 * 128
+# On GPU, fused from more than 336 x 336 scores: on an H200 (bf16, D=128,
+# forward+backward; benchmarks/gpu_auto_rule.py reads the committed runs)
+# dense was faster at L = 196 and the fused kernels at 576 and up; 336 is
+# the two lengths' geometric mean (between them: not measured).
+AUTO_PALLAS_MIN_SCORES_GPU = 336 * 336
 DEFAULT_CHUNK = 512
 
 
@@ -279,10 +287,9 @@ def _auto(norm, shape, d, mask, bias, is_causal, return_weights, p=None,
   if (norm.is_linear and bias is None and not is_causal and _key_only(mask)
       and logits_soft_cap is None and lq * lk > (lq + lk) * d):
     return "linear"
-  if lq * lk > AUTO_PALLAS_MIN_SCORES and (
-      _fused_on_tpu(norm, mask, bias, p)
-      or _fused_on_gpu(norm, mask, bias, p, d, dv, blocks, dtype,
-                       logits_soft_cap)):
+  if ((lq * lk > AUTO_PALLAS_MIN_SCORES and _fused_on_tpu(norm, mask, bias, p))
+      or (lq * lk > AUTO_PALLAS_MIN_SCORES_GPU and _fused_on_gpu(
+          norm, mask, bias, p, d, dv, blocks, dtype, logits_soft_cap))):
     return "pallas"
   if norm.streamable and lq * lk > AUTO_CHUNK_MIN_SCORES:
     return "chunked"

@@ -217,6 +217,34 @@ def test_auto_rule(monkeypatch):
   assert pick("sparsemax", shape=(2, 2, 256, 256)) == "dense"
 
 
+def test_gpu_auto_threshold_follows_the_measured_h200_table(monkeypatch):
+  """Issue #46: at the ViT lengths ``auto`` picks whichever of fused and
+  dense was faster on the H200 (the committed runs, read by
+  benchmarks/gpu_auto_rule.py): the threshold lies in the range they
+  allow, and ``_auto`` on a GPU target picks per the table's winners."""
+  import importlib.util  # noqa: PLC0415
+  import os  # noqa: PLC0415
+
+  from softattn import pallas  # noqa: PLC0415
+  path = os.path.join(os.path.dirname(__file__), "..", "benchmarks",
+                      "gpu_auto_rule.py")
+  spec = importlib.util.spec_from_file_location("gpu_auto_rule", path)
+  rule = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(rule)
+  won = rule.winners(rule.times())
+  assert {196, 576, 1024} <= {length for length, _ in won}
+  low, high = rule.allowed(won)
+  assert low <= A.AUTO_PALLAS_MIN_SCORES_GPU < high, (low, high)
+  monkeypatch.setattr(pallas, "target_platform", lambda: "gpu")
+  monkeypatch.setattr(pallas, "target_chip", lambda: ("cpu", False))
+  for (length, name), w in won.items():
+    norm = N.get(name)
+    got = A._auto(norm, (4, 16, length, length), 128, None, None, False,
+                  False, norm.resolve(head_dim=128), dv=128,
+                  dtype=jnp.bfloat16)
+    assert got == w or w == "tie", (length, name, got, w)
+
+
 def test_chunked_memory_is_a_fraction_of_dense():
   """XLA's buffer plan (no execution): O(L * chunk) vs O(L^2), fwd + bwd."""
   l, chunk = 2048, 128

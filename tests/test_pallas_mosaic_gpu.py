@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from softattn import dot_product_attention, pallas
+from softattn import attention, dot_product_attention, pallas
 from softattn import normalizers as N
 from softattn.modes import MODES
 from softattn.pallas.gpu import backend, device_check
@@ -297,6 +297,9 @@ def test_auto_runs_the_device_check_inside_a_traced_step(on_hopper,
   monkeypatch.setenv(backend.ENV, "auto")
   monkeypatch.setattr(backend, "_can_check", lambda device: True)
   monkeypatch.setattr(device_check, "VERDICTS", {})
+  # Short enough to interpret quickly; auto's GPU length threshold (tested
+  # in test_attention) is not what this test is about.
+  monkeypatch.setattr(attention, "AUTO_PALLAS_MIN_SCORES_GPU", 0)
   q = jnp.asarray(T._inputs_np(144, 144, D)[0], jnp.bfloat16)
 
   def jaxpr(name, impl):
