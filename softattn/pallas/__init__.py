@@ -21,8 +21,9 @@ transform is traced into the kernel and differentiated there with
   (the VMEM rule) and ``pl.CostEstimate``; ``stick.py``: stick-breaking's
   reverse-order forward and dQ kernels (its dK/dV is ``backward.py``'s with
   its own rule); ``threshold.py``: one pass of the sparsemax/entmax15
-  threshold search (per-row sums); ``aot.py``: compile for a TPU topology on
-  a CPU host.
+  threshold search (per-row sums); ``skip.py``: the tables by which their
+  weighted pass skips all-zero tiles; ``aot.py``: compile for a TPU
+  topology on a CPU host.
 * ``gpu/``: a GPU target (``target_platform``) goes to ``gpu/backend.py``,
   which picks the kernels per call: ``gpu/triton/`` (``wrapper.py``,
   ``forward.py``, ``backward.py``, ``tile.py``: the same tiles for Pallas'

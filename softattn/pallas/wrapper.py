@@ -18,7 +18,10 @@ checked arguments. Steps:
    low precision: ``_core_bwd`` says why) and the small row arrays.
    Parameter cotangents flow back through the broadcast of step 2, so
    learnable parameters train. Stick-breaking runs ``stick.core`` instead (same contract, its own
-   kernels and carries, in the caller's dtype).
+   kernels and carries, in the caller's dtype). The threshold streams run
+   as passes of the threshold kernel and of ``_core``
+   (``common/streams.py``); their weighted pass gives ``_core`` tables of
+   the tiles to skip (``tpu/skip.py``).
 4. Under ``jit`` with a mesh set (``jax.set_mesh``/``jax.sharding.use_mesh``)
    the whole thing runs per shard in ``shard_map``: batch over the ``data``
    axis and heads over ``model`` when they divide (softattn's mesh axes);
@@ -35,10 +38,16 @@ import numpy as np
 
 from softattn.modes import MODES
 from softattn.pallas.common import prepare, streams, tile
-from softattn.pallas.tpu import backward, blocks, forward, stick, threshold
+from softattn.pallas.tpu import (backward, blocks, forward, skip, stick,
+                                 threshold)
 
 FUSED_MODES = tuple(MODES)  # every mode of the table tiles (as of import)
 ALTERNATIVES = "implementation='dense' (or 'auto')"
+# A scalar-prefetch table lives whole in SMEM, 1 MiB on v4 and v5e (an AOT
+# compile of a 1 MiB one ran out of it): the threshold streams' skip table
+# (int32 per batch element, head block and tile of a shard) takes at most a
+# quarter, or the weighted pass computes every tile.
+SKIP_TABLE_BYTES = 256 * 2**10
 
 
 def unsupported_reason(norm, mask=None, bias=None,
@@ -123,18 +132,22 @@ def operand_dtype(dtype, platform: str | None):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _core(cfg, q, k, v, nrow, prow, kmask):
-  return _core_fwd(cfg, q, k, v, nrow, prow, kmask)[0]
+def _core(cfg, q, k, v, nrow, prow, kmask, tables):
+  return _core_fwd(cfg, q, k, v, nrow, prow, kmask, tables)[0]
 
 
-def _core_fwd(cfg, q, k, v, nrow, prow, kmask):
+def _core_fwd(cfg, q, k, v, nrow, prow, kmask, tables):
+  """``tables``: None, or the skip tables (``tpu/skip.py``) by query and
+  by key block (the threshold streams' weighted pass)."""
   rows = forward.rows(cfg, q, k, nrow, prow, kmask)
-  out, res = forward.attention(cfg, q, k, v, rows, kmask)
-  return out, (q, k, v, nrow, prow, kmask, rows, out, res)
+  by_query = None if tables is None else tables[0]
+  out, res = forward.attention(cfg, q, k, v, rows, kmask, by_query)
+  return out, (q, k, v, nrow, prow, kmask, rows, out, res, tables)
 
 
 def _core_bwd(cfg, saved, do):
-  q, k, v, nrow, prow, kmask, rows, out, res = saved
+  q, k, v, nrow, prow, kmask, rows, out, res, tables = saved
+  by_query, by_key = (None, None) if tables is None else tables
   # ``di = do . o`` per (row, head), in f32. For the ratio modes in low
   # precision ``out`` is the kernel's unrounded f32 output: there
   # ``dt = (dp - di) / Z`` and a small ``Z`` turns a bf16-rounded ``o`` into
@@ -156,20 +169,26 @@ def _core_bwd(cfg, saved, do):
   args = (q, k, v, do, rows, brows)
   drows = None
   if cfg.moments:
-    _, drows = backward.dq_and_rows(cfg, *args, None, kmask, with_dq=False)
-  dq, dcols = backward.dq_and_rows(cfg, *args, drows, kmask)
-  dk, dv = backward.dk_dv(cfg, *args, drows, kmask)
+    _, drows = backward.dq_and_rows(cfg, *args, None, kmask, with_dq=False,
+                                    table=by_query)
+    # A dead tile's scores still move the row's mean and variance, so with
+    # drows its dS is not 0 (tpu/backward.py): no skipping there.
+    by_query = by_key = None
+  dq, dcols = backward.dq_and_rows(cfg, *args, drows, kmask, table=by_query)
+  dk, dv = backward.dk_dv(cfg, *args, drows, kmask, table=by_key)
   n_stats = 2 if cfg.moments else 0  # diff_names = (mean, var)? + params
   dprow = None if prow is None else dcols[..., n_stats:n_stats + prow.shape[-1]]
   dprow = prepare.add_scalar_grad(cfg, prow, dprow, res[..., 0:1], res[..., 1:2], di)
-  return dq, dk, dv, jnp.zeros_like(nrow), dprow, None
+  return dq, dk, dv, jnp.zeros_like(nrow), dprow, None, None
 
 
 _core.defvjp(_core_fwd, _core_bwd)
 
 
-def _per_shard(cfg, platform, query, key, value, prow, kmask):
-  """``platform``: each input in ``operand_dtype`` for it."""
+def _per_shard(cfg, platform, query, key, value, prow, kmask, live=None):
+  """``platform``: each input in ``operand_dtype`` for it; ``live``: the
+  tiles the weighted pass of a threshold stream computes (per head,
+  ``streams.live_tiles``), or None."""
   b, lq, h, _ = query.shape
   dtype = value.dtype
   query, key, value = (x.astype(operand_dtype(x.dtype, platform))
@@ -178,14 +197,56 @@ def _per_shard(cfg, platform, query, key, value, prow, kmask):
   flat = lambda x: x.reshape(x.shape[0], x.shape[1], -1)  # noqa: E731
   nrow = jnp.broadcast_to(prepare.counts(kmask, b, h, lq, lk, cfg.causal),
                           (b, h, lq, 1))
-  core = stick.core if stick.applies(cfg.norm) else _core
-  out = core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask)
+  if stick.applies(cfg.norm):
+    out = stick.core(cfg, flat(query), flat(key), flat(value), nrow, prow,
+                     kmask)
+  else:
+    tables = None if live is None else skip.tables(live, cfg.hp)
+    out = _core(cfg, flat(query), flat(key), flat(value), nrow, prow, kmask,
+                tables)
   return out.reshape(b, lq, h, cfg.dv).astype(dtype)
+
+
+def _local(b, h):
+  """``(batch, heads)`` each shard holds under the context mesh."""
+  mesh = prepare.context_mesh()
+  if mesh is None:
+    return b, h
+  bax, hax = prepare.axis(mesh, "data", b), prepare.axis(mesh, "model", h)
+  return (b // mesh.shape[bax] if bax else b,
+          h // mesh.shape[hax] if hax else h)
+
+
+def _blocks(query, lk, dv, operands, chip, chunk_size, query_chunk_size):
+  """``(hp, bq, bk)``: heads per block (of a shard's heads under the
+  context mesh) and block sizes by ``blocks.block_sizes``'s rule, under
+  the caller's overrides."""
+  b, lq, h, d = query.shape
+  hp = tile.heads_per_block(_local(b, h)[1], d, dv)
+  bq, bk = blocks.block_sizes(lq, lk, d, dv, operands, chip, hp=hp)
+  bk = min(chunk_size or bk, lk)
+  bq = min(query_chunk_size or chunk_size or bq, lq)
+  return hp, bq, bk
+
+
+def _skip_tiles(query, key, value, chunk_size, query_chunk_size):
+  """The threshold streams' weighted pass's ``(bq, bk)`` (its operands
+  unrounded, as ``attend``'s), at which the stats pass records block maxima
+  for skipping; None (no skipping) when its table would pass
+  ``SKIP_TABLE_BYTES``."""
+  b, lq, h, _ = query.shape
+  lk = key.shape[1]
+  hp, bq, bk = _blocks(query, lk, value.shape[-1], query.dtype,
+                       target_chip()[0], chunk_size, query_chunk_size)
+  b_local, h_local = _local(b, h)
+  size = 4 * b_local * (h_local // hp) * -(-lq // bq) * -(-lk // bk)
+  return (bq, bk) if size <= SKIP_TABLE_BYTES else None
 
 
 def pallas_attention(query, key, value, norm, p, mask, scale, causal,
                      chunk_size=None, query_chunk_size=None, interpret=None,
-                     round_operands=True, logits_soft_cap=None, sums=None):
+                     round_operands=True, logits_soft_cap=None, sums=None,
+                     live=None):
   """Fused attention; arguments as ``dot_product_attention`` after its checks
   (``mask``: 4-D key mask or None; ``p``: resolved parameters).
 
@@ -197,7 +258,10 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
   ``logits_soft_cap``: a checked float (``modes.check_soft_cap``) or None;
   the kernels cap each tile's scores (``tile.scores``). ``sums``: a
   ``threshold.Sums``, one pass of the threshold search instead of attention
-  (``value``: its per-row candidates; ``tpu/threshold.py``).
+  (``value``: its per-row candidates; ``tpu/threshold.py``). ``live``: the
+  tiles to compute, ``[B, H, nq, nk]`` bool at this call's blocks (the
+  threshold streams' weighted pass, ``streams.live_tiles``; the others are
+  skipped, ``tpu/skip.py``), or None: all.
   """
   if target_platform() == "gpu":  # Mosaic GPU or Triton (gpu/backend.py)
     from softattn.pallas.gpu import backend as gpu  # noqa: PLC0415
@@ -206,11 +270,14 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
                              logits_soft_cap=logits_soft_cap)
   if sums is None and norm.mode not in MODES and not stick.applies(norm):
     # a threshold stream: passes of its own kernel and the pointwise one
-    attend = lambda q, k, v, nz, pp, sums=None: pallas_attention(  # noqa: E731
-        q, k, v, nz, pp, mask, scale, causal, chunk_size, query_chunk_size,
-        interpret, round_operands=False, logits_soft_cap=logits_soft_cap,
-        sums=sums)
-    return streams.threshold_attention(attend, query, key, value, norm, p)
+    attend = lambda q, k, v, nz, pp, sums=None, live=None: (  # noqa: E731
+        pallas_attention(q, k, v, nz, pp, mask, scale, causal, chunk_size,
+                         query_chunk_size, interpret, round_operands=False,
+                         logits_soft_cap=logits_soft_cap, sums=sums,
+                         live=live))
+    return streams.threshold_attention(
+        attend, query, key, value, norm, p,
+        tiles=_skip_tiles(query, key, value, chunk_size, query_chunk_size))
   b, lq, h, d = query.shape
   lk, dv = key.shape[1], value.shape[-1]
   chip, _ = target_chip()
@@ -220,12 +287,11 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
       norm) else None
   operands = operand_dtype(query.dtype, platform)
   mesh = prepare.context_mesh()
-  hax = None if mesh is None else prepare.axis(mesh, "model", h)
-  h_local = h // mesh.shape[hax] if hax else h   # heads each shard holds
-  hp = tile.heads_per_block(h_local, d, dv)
-  bq, bk = blocks.block_sizes(lq, lk, d, dv, operands, chip, hp=hp)
-  bk = min(chunk_size or bk, lk)
-  bq = min(query_chunk_size or chunk_size or bq, lq)
+  hp, bq, bk = _blocks(query, lk, dv, operands, chip, chunk_size,
+                       query_chunk_size)
+  if live is not None and live.shape[2:] != (-(-lq // bq), -(-lk // bk)):
+    raise ValueError(f"live tiles {live.shape[2:]} for blocks ({bq}, {bk}) "
+                     f"of lengths ({lq}, {lk})")
   static, names, prow, kmask = prepare.operands(norm, p, mask, (b, h, lq, lk))
   cfg = tile.Config(norm=norm, static_params=static, param_names=names,
                     scale=float(scale), causal=bool(causal), lq=lq, lk=lk,
@@ -235,6 +301,7 @@ def pallas_attention(query, key, value, norm, p, mask, scale, causal,
                     logits_soft_cap=logits_soft_cap)
   fn = functools.partial(_per_shard, cfg, platform) if sums is None else (
       functools.partial(threshold.per_shard, cfg, sums))
+  args = (query, key, value, prow, kmask) + (() if live is None else (live,))
   if mesh is None:
-    return fn(query, key, value, prow, kmask)
-  return prepare.sharded(fn, mesh, query, key, value, prow, kmask)
+    return fn(*args)
+  return prepare.sharded(fn, mesh, *args)

@@ -94,8 +94,10 @@ def axis(mesh, name, size):
       else None
 
 
-def sharded(fn, mesh, query, key, value, prow, kmask):
-  """``fn`` per (batch, head) shard; ``Lq`` and ``Lk`` stay whole."""
+def sharded(fn, mesh, query, key, value, prow, kmask, *per_head):
+  """``fn`` per (batch, head) shard; ``Lq`` and ``Lk`` stay whole.
+  ``per_head``: more ``[B, H, ...]`` arrays, split as the rows are (the
+  TPU threshold streams' live tiles)."""
   b, _, h, _ = query.shape
   bax, hax = axis(mesh, "data", b), axis(mesh, "model", h)
   qkv = P(bax, None, hax, None)
@@ -105,5 +107,7 @@ def sharded(fn, mesh, query, key, value, prow, kmask):
   # The per-shard Config holds the shard's lengths, which shard_map keeps.
   return jax.shard_map(
       fn, mesh=mesh,
-      in_specs=(qkv, qkv, qkv, None if prow is None else row, mask_spec),
-      out_specs=qkv, check_vma=False)(query, key, value, prow, kmask)
+      in_specs=(qkv, qkv, qkv, None if prow is None else row, mask_spec)
+      + (row,) * len(per_head),
+      out_specs=qkv, check_vma=False)(query, key, value, prow, kmask,
+                                      *per_head)

@@ -27,7 +27,21 @@ streams every key block once, score tiles in VMEM:
    the pointwise kernel, whose custom VJP gives the cotangent of ``tau`` as
    a parameter column: the implicit-function gradient, as on the chunked
    path) and the weighted pass, ``[z - tau]_+^p`` as a pointwise normalizer
-   reading ``tau`` as a per-row array parameter.
+   reading ``tau`` as a per-row array parameter;
+5. the weighted pass skips the tiles whose weights are all 0. The stats
+   pass also writes each row's ``max z`` over each key block of the
+   weighted pass (``Sums.segment``; its own blocks may differ). Once
+   ``tau`` is the one the weighted pass reads (after step 4's Newton step,
+   which rounding may move either way), ``live_tiles`` marks a (query
+   block, key block) tile dead when every row's block max is more than
+   ``LIVE_MARGIN`` below its ``tau``. There every weight and its
+   derivative are 0, so the tile adds nothing to the output, dQ, dK, dV or
+   ``tau``'s cotangent, and the forward, dQ and dK/dV kernels neither
+   compute it nor fetch its blocks (``tpu/skip.py``). Not skipped:
+   prenorm's dQ and dK/dV (a dead tile's scores still move the row's mean
+   and variance), the search's passes and step 4's two row sums (other
+   blocks: one value column). How many tiles are dead on measured rows:
+   ``benchmarks/README.md``, "Tiles the weighted pass skips".
 
 Passes per row: ``5 + (Newton steps)``; before the bracket (``tau_0 = mean
 z - n^(1-alpha)``, ``n`` and ``sum z`` by two pointwise passes, ``S0`` and
@@ -42,6 +56,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from softattn.modes import NEG
 from softattn.normalizers.core import Normalizer
 from softattn.streams import _power, newton_step, search_threshold
 
@@ -49,14 +64,24 @@ from softattn.streams import _power, newton_step, search_threshold
 # in that one pass; 8 left one Newton step on most measured rows
 # (benchmarks/threshold_passes.py).
 EDGES = 8
+# How far below tau (relative to 1 + |tau|) a block's max z must be for the
+# weighted pass to skip the block. The stats pass and the weighted pass
+# compute z from the same q and k in other tiles (other block sizes, and
+# for prenorm other merge orders of the moments), so the same z can differ
+# by a few ulps between them; 1e-4 leaves ~1000x room and keeps only the
+# blocks whose max is within 1e-4 of tau, which are rare.
+LIVE_MARGIN = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
 class Sums:
   """What one pass of the threshold kernel sums (``tpu/threshold.py``;
-  static, part of the kernel): ``"stats"`` or ``"edges"``."""
+  static, part of the kernel): ``"stats"`` or ``"edges"``; ``segment``
+  (``"stats"``): also each row's ``max z`` per ``segment`` keys, the
+  weighted pass's key block (0: not)."""
   alpha: float
   what: str
+  segment: int = 0
 
   @property
   def a1(self) -> float:
@@ -66,10 +91,12 @@ class Sums:
   def pw(self) -> float:
     return 1.0 / self.a1
 
-  def width(self, n_tau: int) -> int:
-    """Output columns: ``max z, sum z, n``, or ``S0`` and ``S1`` at each of
-    ``n_tau`` candidates."""
-    return 3 if self.what == "stats" else 2 * n_tau
+  def width(self, n_tau: int, lk: int) -> int:
+    """Output columns: ``max z, sum z, n`` and the segments' ``max z``
+    (``lk`` keys), or ``S0`` and ``S1`` at each of ``n_tau`` candidates."""
+    if self.what != "stats":
+      return 2 * n_tau
+    return 3 + (-(-lk // self.segment) if self.segment else 0)
 
 
 def bracket(zmax, zsum, n, a1: float):
@@ -109,11 +136,29 @@ def _derived(norm: Normalizer, a1: float, g) -> Normalizer:
       domains={}, learnable={}, linear_coef=None, linear_if=None)
 
 
-def threshold_attention(attend, query, key, value, norm, p):
-  """``attend(q, k, v, normalizer, params, sums=None) -> [B, Lq, H, dv]``
-  is the fused kernel call with the caller's mask, scale and blocks; with
-  ``sums`` (a ``Sums``) one pass of the threshold kernel, ``v`` its per-row
-  candidates ``[B, Lq, H, E]``, ``[B, Lq, H, width]`` back."""
+def live_tiles(bmax, tau, bq: int):
+  """``[B, H, nq, nk]`` bool: whether a tile of ``bq`` query rows by one
+  key block can have a nonzero weight ``[z - tau]_+^p`` (step 5 of the
+  module docstring). ``bmax [B, H, Lq, nk]``: each row's ``max z`` per key
+  block (``NEG`` where it has no valid key), ``tau [B, H, Lq, 1]``; rows
+  past ``Lq`` (a ragged last query block) are dead. Dead only where surely
+  dead: ``LIVE_MARGIN`` below tau, and a NaN is live."""
+  b, h, lq, nk = bmax.shape
+  below = bmax <= tau - LIVE_MARGIN * (1.0 + jnp.abs(tau))
+  dead = below | (bmax <= NEG / 2)
+  nq = -(-lq // bq)
+  live = jnp.pad(~dead, ((0, 0), (0, 0), (0, nq * bq - lq), (0, 0)))
+  return jnp.any(live.reshape(b, h, nq, bq, nk), axis=3)
+
+
+def threshold_attention(attend, query, key, value, norm, p, tiles=None):
+  """``attend(q, k, v, normalizer, params, sums=None, live=None) -> [B,
+  Lq, H, dv]`` is the fused kernel call with the caller's mask, scale and
+  blocks; with ``sums`` (a ``Sums``) one pass of the threshold kernel,
+  ``v`` its per-row candidates ``[B, Lq, H, E]``, ``[B, Lq, H, width]``
+  back; with ``live`` (``live_tiles``) the weighted pass skipping the dead
+  tiles. ``tiles``: the weighted pass's ``(bq, bk)``, or None (no
+  skipping)."""
   alpha = norm.stream.alpha
   a1 = alpha - 1.0
   pw = 1.0 / a1
@@ -123,8 +168,12 @@ def threshold_attention(attend, query, key, value, norm, p):
   heads_last = lambda x: jnp.transpose(x, (0, 2, 1, 3))  # noqa: E731
 
   def one_pass(what, taus):
-    """``[B, H, Lq, width]`` of one threshold-kernel pass at ``taus``."""
-    out = attend(fq, fk, heads_last(taus), norm, p, sums=Sums(alpha, what))
+    """``[B, H, Lq, width]`` of one threshold-kernel pass at ``taus``;
+    the stats pass also writes the block maxima of the weighted pass's
+    key blocks (step 5)."""
+    segment = tiles[1] if tiles and what == "stats" else 0
+    out = attend(fq, fk, heads_last(taus), norm, p,
+                 sums=Sums(alpha, what, segment))
     return heads_last(out)
 
   st = one_pass("stats", jnp.zeros((b, h, lq, 1), jnp.float32))
@@ -153,4 +202,8 @@ def threshold_attention(attend, query, key, value, norm, p):
   s1 = row_sum(lambda x: _power(jax.nn.relu(x), pw - 1.0))
   tau, _ = newton_step(tau, s0, s1, pw)
   weights = _derived(norm, a1, lambda x: _power(jax.nn.relu(x), pw))
-  return attend(query, key, value, weights, {**p, "tau": tau})
+  # Liveness at the tau the weighted pass reads (after the step above,
+  # which may move it either way by rounding), not at the searched one.
+  live = None if not tiles else live_tiles(
+      st[..., 3:], jax.lax.stop_gradient(tau), tiles[0])
+  return attend(query, key, value, weights, {**p, "tau": tau}, live=live)

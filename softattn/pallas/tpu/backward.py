@@ -15,6 +15,10 @@ mean and biased variance), with ``dmean``/``dvar`` summed over the whole row.
 They are known only after a full pass over keys, so the wrapper runs the dQ
 kernel twice: first for the row cotangents alone (``with_dq=False``), then
 with them (``drows``) for dQ, and gives them to the dK/dV kernel.
+
+Both kernels can take a table of tiles to skip (``skip.py``: the threshold
+streams' weighted pass, whose dead tiles have ``w = dt = 0``); not with
+``drows``, whose term is not 0 on a dead tile.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from softattn.modes import MODES
 from softattn.pallas.common import operands, tile
-from softattn.pallas.tpu import blocks
+from softattn.pallas.tpu import blocks, skip
 from softattn.pallas.tpu.forward import run
 
 
@@ -81,7 +85,8 @@ def _tile_grads(cfg, qi, kj, ins, h, weights_grad=None):
           (q, k, do), extra)
 
 
-def _dkv_kernel(cfg, has_drows, grad_of, *refs):
+def _dkv_kernel(cfg, has_drows, grad_of, skipping, *refs):
+  table_ref, refs = skip.split(skipping, refs)
   ins, (dk_ref, dv_ref, dk_sc, dv_sc) = operands.unpack(cfg, has_drows, refs)
   kj, qi = pl.program_id(2), pl.program_id(3)
 
@@ -90,7 +95,7 @@ def _dkv_kernel(cfg, has_drows, grad_of, *refs):
     dk_sc[...] = jnp.zeros_like(dk_sc)
     dv_sc[...] = jnp.zeros_like(dv_sc)
 
-  @pl.when(tile.needed(cfg, qi, kj))
+  @pl.when(skip.computes(tile.needed(cfg, qi, kj), table_ref))
   def _():
     for h in range(cfg.hp):
       wg = None if grad_of is None else grad_of(ins[5][h], kj)
@@ -107,7 +112,8 @@ def _dkv_kernel(cfg, has_drows, grad_of, *refs):
       dv_ref[:, pl.ds(h * cfg.dv, cfg.dv)] = dv_sc[h].astype(dv_ref.dtype)
 
 
-def _dq_kernel(cfg, with_dq, has_drows, *refs):
+def _dq_kernel(cfg, with_dq, has_drows, skipping, *refs):
+  table_ref, refs = skip.split(skipping, refs)
   ins, outs = operands.unpack(cfg, has_drows, refs)
   if with_dq:
     dq_ref, dr_ref, dq_sc, dr_sc = outs
@@ -121,7 +127,7 @@ def _dq_kernel(cfg, with_dq, has_drows, *refs):
     if with_dq:
       dq_sc[...] = jnp.zeros_like(dq_sc)
 
-  @pl.when(tile.needed(cfg, qi, kj))
+  @pl.when(skip.computes(tile.needed(cfg, qi, kj), table_ref))
   def _():
     for h in range(cfg.hp):
       _, ds, dcols, (_, k, _), _ = _tile_grads(cfg, qi, kj, ins, h)
@@ -169,8 +175,9 @@ def _in_specs(cfg, rows, brows, drows, mask, q_axis):
   return specs
 
 
-def _args(q, k, v, do, rows, brows, drows, mask):
-  return tuple(x for x in (q, k, v, do, rows, brows, drows, mask)
+def _args(q, k, v, do, rows, brows, drows, mask, table=None):
+  """The kernels' arguments: the skip table first when there is one."""
+  return tuple(x for x in (table, q, k, v, do, rows, brows, drows, mask)
                if x is not None)
 
 
@@ -179,8 +186,10 @@ def _grid(cfg, b, h, q_axis):
   return (b, h // cfg.hp) + ((nq, nk) if q_axis == 2 else (nk, nq))
 
 
-def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
-  """``(dq [B, Lq, H*D] or None, drows [B, H, Lq, len(diff_names)])``."""
+def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True,
+                table=None):
+  """``(dq [B, Lq, H*D] or None, drows [B, H, Lq, len(diff_names)])``;
+  ``table``: the tiles to skip (``skip.py``), by query block."""
   b, h = q.shape[0], q.shape[2] // cfg.d
   nd = operands.n_diff(cfg)
   specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=2)
@@ -194,26 +203,28 @@ def dq_and_rows(cfg, q, k, v, do, rows, brows, drows, mask, with_dq=True):
 
   def build(interpret):
     return pl.pallas_call(
-        functools.partial(_dq_kernel, cfg, with_dq, drows is not None),
-        grid=_grid(cfg, b, h, q_axis=2),
-        in_specs=specs, out_specs=out_specs, out_shape=out_shape,
-        scratch_shapes=scratch,
+        functools.partial(_dq_kernel, cfg, with_dq, drows is not None,
+                          table is not None),
+        **skip.call_args(table, _grid(cfg, b, h, q_axis=2), specs,
+                         out_specs, scratch),
+        out_shape=out_shape,
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
             "dq" if with_dq else "drows", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv,
             q.dtype.itemsize, cfg.causal),
         interpret=interpret, name="softattn_dq" if with_dq else "softattn_drows")
-  out = run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))
+  out = run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask, table))
   return (out[0], out[1]) if with_dq else (None, out[0])
 
 
 def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask, grad_of=None,
-          cost=None):
+          cost=None, table=None):
   """``(dk, dv)`` in the input dtypes, ``[B, Lk, H*D]`` and ``[B, Lk, H*Dv]``.
 
   ``grad_of(brows block, key block index) -> weights_grad`` and ``cost``
   replace the mode's rule (``_tile_grads``) and the cost estimate
   (stick-breaking reads its per-block carries from ``brows``: ``stick.py``).
+  ``table``: the tiles to skip (``skip.py``), by key block.
   """
   b, h = q.shape[0], q.shape[2] // cfg.d
   specs = _in_specs(cfg, rows, brows, drows, mask, q_axis=3)
@@ -222,15 +233,16 @@ def dk_dv(cfg, q, k, v, do, rows, brows, drows, mask, grad_of=None,
 
   def build(interpret):
     return pl.pallas_call(
-        functools.partial(_dkv_kernel, cfg, drows is not None, grad_of),
-        grid=_grid(cfg, b, h, q_axis=3),
-        in_specs=specs,
-        out_specs=[tile.seq_spec(cfg, cfg.bk, cfg.d, axis=2),
-                   tile.seq_spec(cfg, cfg.bk, cfg.dv, axis=2)],
+        functools.partial(_dkv_kernel, cfg, drows is not None, grad_of,
+                          table is not None),
+        **skip.call_args(
+            table, _grid(cfg, b, h, q_axis=3), specs,
+            [tile.seq_spec(cfg, cfg.bk, cfg.d, axis=2),
+             tile.seq_spec(cfg, cfg.bk, cfg.dv, axis=2)],
+            [pltpu.VMEM((cfg.hp, cfg.bk, cfg.d), jnp.float32),
+             pltpu.VMEM((cfg.hp, cfg.bk, cfg.dv), jnp.float32)]),
         out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype),
                    jax.ShapeDtypeStruct(v.shape, v.dtype)],
-        scratch_shapes=[pltpu.VMEM((cfg.hp, cfg.bk, cfg.d), jnp.float32),
-                        pltpu.VMEM((cfg.hp, cfg.bk, cfg.dv), jnp.float32)],
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=cost, interpret=interpret, name="softattn_dkv")
-  return run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask))
+  return run(cfg, build, *_args(q, k, v, do, rows, brows, drows, mask, table))

@@ -4,7 +4,9 @@ Both run over the grid ``(B, H/hp, q blocks, k blocks)``; the last axis
 streams key blocks (``arbitrary``: a reduction) while the state lives in
 VMEM scratch, one slot per head of the block. Arrays are the caller's
 ``[B, L, H*D]``, unpadded (``common/tile.py`` says how blocks and ragged tails
-work).
+work). The attention kernel can take a table of tiles to skip, the
+threshold streams' weighted pass (``skip.py``); without one it is built as
+it always was.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from jax.experimental.pallas import tpu as pltpu
 from softattn import modes
 from softattn.pallas.common import tile
 from softattn.pallas.common.operands import out_dtype
-from softattn.pallas.tpu import blocks
+from softattn.pallas.tpu import blocks, skip
 
 
 def run(cfg: tile.Config, build, *args):
@@ -128,7 +130,9 @@ def rows(cfg: tile.Config, q, k, nrow, prow, kmask):
 
 
 # -- attention ------------------------------------------------------------------
-def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
+def _forward_kernel(cfg, skipping, *refs):
+  table_ref, (q_ref, k_ref, v_ref, rows_ref, *refs) = skip.split(skipping,
+                                                                 refs)
   mask_ref = refs[0] if cfg.has_mask else None
   o_ref, res_ref, m_sc, l_sc, acc_sc = refs[-5:]
   qi, kj = pl.program_id(2), pl.program_id(3)
@@ -139,7 +143,7 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
     for h in range(cfg.hp):
       m_sc[h], l_sc[h], acc_sc[h] = m0, l0, acc0
 
-  @pl.when(tile.needed(cfg, qi, kj))
+  @pl.when(skip.computes(tile.needed(cfg, qi, kj), table_ref))
   def _():
     for h in range(cfg.hp):
       q, k, v = _qkv(cfg, q_ref, k_ref, v_ref, h, qi, kj)
@@ -159,26 +163,30 @@ def _forward_kernel(cfg, q_ref, k_ref, v_ref, rows_ref, *refs):
       res_ref[h, :, 1:2] = res_b
 
 
-def attention(cfg: tile.Config, q, k, v, rows, mask):
+def attention(cfg: tile.Config, q, k, v, rows, mask, table=None):
   """``(out [B, Lq, H*Dv], res [B, H, Lq, 2])``; ``res`` holds the mode's
-  per-row residuals (``softattn.modes``) for the backward pass."""
+  per-row residuals (``softattn.modes``) for the backward pass.
+  ``table``: which tiles to skip (``skip.py``; the threshold streams'
+  weighted pass), ``[B, H/hp, nq, nk]`` int32, or None."""
   b, h = q.shape[0], q.shape[2] // cfg.d
   specs = _specs(cfg, rows.shape[-1], mask)
   args = (q, k, v, rows) + (() if mask is None else (mask,))
+  if table is not None:
+    args = (table,) + args
 
   def build(interpret):
     return pl.pallas_call(
-        functools.partial(_forward_kernel, cfg),
-        grid=grid(cfg, b, h),
-        in_specs=specs,
-        out_specs=[tile.seq_spec(cfg, cfg.bq, cfg.dv, axis=2),
-                   tile.row_spec(cfg, 2, q_axis=2)],
+        functools.partial(_forward_kernel, cfg, table is not None),
+        **skip.call_args(
+            table, grid(cfg, b, h), specs,
+            [tile.seq_spec(cfg, cfg.bq, cfg.dv, axis=2),
+             tile.row_spec(cfg, 2, q_axis=2)],
+            [pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32),
+             pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32),
+             pltpu.VMEM((cfg.hp, cfg.bq, cfg.dv), jnp.float32)]),
         out_shape=[jax.ShapeDtypeStruct((b, cfg.lq, h * cfg.dv),
                                         out_dtype(cfg, v.dtype)),
                    jax.ShapeDtypeStruct((b, h, cfg.lq, 2), jnp.float32)],
-        scratch_shapes=[pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32),
-                        pltpu.VMEM((cfg.hp, cfg.bq, 1), jnp.float32),
-                        pltpu.VMEM((cfg.hp, cfg.bq, cfg.dv), jnp.float32)],
         compiler_params=blocks.compiler_params(cfg.chip),
         cost_estimate=blocks.cost_estimate(
             "forward", b, h, cfg.lq, cfg.lk, cfg.d, cfg.dv, q.dtype.itemsize,
