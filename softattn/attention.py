@@ -72,7 +72,9 @@ import jax
 import jax.numpy as jnp
 
 from softattn import normalizers as norms
-from softattn.modes import check_soft_cap, soft_cap
+from softattn.dense import compute_dtype as _compute_dtype
+from softattn.dense import dense_attention as _dense
+from softattn.modes import check_soft_cap
 from softattn.normalizers.core import Normalizer
 
 IMPLEMENTATIONS = ("auto", "dense", "chunked", "linear", "pallas")
@@ -117,44 +119,6 @@ def _as_4d(x, name, shape):
     raise ValueError(f"{name} shape {x.shape} does not broadcast to [batch, "
                      f"heads, q_len, k_len] = {shape}") from None
   return x
-
-
-def _causal_mask(q_len, k_len, q_offset=0, k_offset=0):
-  qi = jnp.arange(q_len)[:, None] + q_offset
-  ki = jnp.arange(k_len)[None, :] + k_offset
-  return ki <= qi
-
-
-def _compute_dtype(x):
-  """float32 for low-precision inputs, the input's dtype otherwise."""
-  return jnp.promote_types(x.dtype, jnp.float32)
-
-
-def _scores(query, key, scale):
-  # The scale goes on the query, as in flax's dot_product_attention: a
-  # multiply on the [B, H, Lq, Lk] scores made XLA:TPU sum exp(s - max) in a
-  # fusion of its own, one more pass over the scores per layer (0.49 GB of
-  # a ViT-B/16 step's 15.1 GB at 16 images per v5e chip; benchmarks/README.md,
-  # "The pod step against a plain one"). The product is rounded once per
-  # element from float32, so a scale that bf16 cannot hold is not rounded
-  # itself.
-  q = (query.astype(_compute_dtype(query)) * scale).astype(query.dtype)
-  return jnp.einsum("bqhd,bkhd->bhqk", q, key,
-                    preferred_element_type=_compute_dtype(query))
-
-
-def _dense(query, key, value, norm, p, mask, bias, scale, causal,
-           logits_soft_cap=None):
-  s = soft_cap(_scores(query, key, scale), logits_soft_cap)
-  if bias is not None:
-    s = s + bias.astype(s.dtype)
-  if causal:
-    c = _causal_mask(query.shape[1], key.shape[1])
-    mask = c if mask is None else jnp.logical_and(mask, c)
-  w = norm(s, mask=mask, **p)
-  out = jnp.einsum("bhqk,bkhd->bqhd", w.astype(value.dtype), value,
-                   preferred_element_type=s.dtype)
-  return out.astype(value.dtype), w
 
 
 def dot_product_attention(

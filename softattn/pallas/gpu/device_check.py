@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from softattn.pallas.common import prepare
+from softattn.dense import dense_attention
 
 # (q_len, k_len, key mask?, causal?): two query and three key blocks of 64.
 CASES = ((72, 136, True, False), (100, 100, False, True))
@@ -133,7 +133,6 @@ def compare(norm, kind: Kind, mosaic_attend, interpret=None) -> str | None:
   module's bound, else what differed (one line). ``mosaic_attend(q, k, v,
   norm, p, mask, scale, causal, bk, bq, interpret, cap)``: the kernels'
   entry (``mosaic.wrapper.gpu_attention`` with ``local=True``)."""
-  from softattn.attention import dot_product_attention  # noqa: PLC0415
   p = _params(norm, kind)
   scale = 1.0 / float(np.sqrt(kind.d))
   dtype = jnp.dtype(kind.dtype)
@@ -142,10 +141,8 @@ def compare(norm, kind: Kind, mosaic_attend, interpret=None) -> str | None:
     mask = mask if masked else None
 
     def dense(q, k, v, pp, mask=mask, causal=causal):
-      return dot_product_attention(
-          q, k, v, normalizer=norm, normalizer_params=pp, mask=mask,
-          scale=scale, is_causal=causal, implementation="dense",
-          logits_soft_cap=kind.cap)
+      return dense_attention(q, k, v, norm, norm.resolve(pp), mask, None,
+                             scale, causal, kind.cap)[0]
 
     def fused(q, k, v, pp, mask=mask, causal=causal):
       return mosaic_attend(q, k, v, norm, norm.resolve(pp), mask, scale,
