@@ -148,7 +148,10 @@ def compare(norm, kind: Kind, mosaic_attend, interpret=None) -> str | None:
       return mosaic_attend(q, k, v, norm, norm.resolve(pp), mask, scale,
                            causal, *kind.blocks, interpret, kind.cap)
 
-    truth = _grads(dense, q, k, v, p, jnp.float32)
+    # float32 at full precision: XLA:GPU's default float32 dot is TF32,
+    # whose rounding (2^-11) is float16's own.
+    with jax.default_matmul_precision("highest"):
+      truth = _grads(dense, q, k, v, p, jnp.float32)
     got = _grads(fused, q, k, v, p, dtype)
     ref = truth if dtype == jnp.float32 else _grads(dense, q, k, v, p, dtype)
     unit = float(jnp.finfo(dtype).eps) / 2   # bf16: 2^-8, f16: 2^-11
