@@ -25,16 +25,16 @@ most twice (``BOUND``; ``GRAD_FACTOR`` for gradients where that is not the
 right multiple) dense's own error in the call's dtype, plus one rounding
 unit of each array's scale (float32 calls: ``F32_TOL`` of the scale against
 dense float32). A kernel bug (a dropped block, a wrong mask or layout) is
-off by far more. Costs one compile of the kernels' forward
-and backward per kind, a few seconds on a GPU.
+off by far more. Costs one compile of the kernels' forward and backward
+and of dense per kind (not timed on a GPU; 4-9 s a kind interpreted on 2
+CPU cores).
 
 The check runs while the caller's step is traced, in a thread of its own
 (eagerly, on the default device, outside the caller's jit, mesh and
-precision contexts). Its
-inputs are fixed, so every process of a multi-host job reaches the same
+precision contexts). Its inputs are fixed, so every process of a multi-host job reaches the same
 verdict on the same hardware. Array parameters that are traced in the
 caller (a learnable sink) are checked at the normalizer's default (else
-0.5), varied across heads and rows so per-row indexing is exercised.
+0.5), varied across heads so their per-row columns are exercised.
 """
 
 from __future__ import annotations
