@@ -27,12 +27,18 @@ def context_mesh():
   return None if mesh.empty else mesh
 
 
+def is_row_param(value) -> bool:
+  """Whether a resolved parameter is an array (concrete or traced), which
+  the kernels read as per-row columns, rather than a static number."""
+  return isinstance(value, (jax.Array, np.ndarray))
+
+
 def split_params(norm, p, shape):
   """Static (hashable) parameters, and array ones as ``[B, H, Lq, 1]``."""
   static, arrays = {}, {}
   b, h, lq, _ = shape
   for k, v in p.items():
-    if isinstance(v, (jax.Array, np.ndarray)):
+    if is_row_param(v):
       v = jnp.asarray(v, jnp.float32)
       v4 = v.reshape((1,) * (4 - v.ndim) + v.shape) if v.ndim <= 4 else v
       if v4.ndim != 4 or v4.shape[3] != 1:

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from softattn.dense import dense_attention
+from softattn.pallas.common import prepare
 
 # (q_len, k_len, key mask?, causal?): two query and three key blocks of 64.
 CASES = ((72, 136, True, False), (100, 100, False, True))
@@ -78,10 +79,9 @@ class Kind(NamedTuple):
 def kind_of(norm, p, d, dv, blocks, dtype, cap) -> Kind:
   """The call's ``Kind``; ``p``: its resolved parameters, where arrays
   (concrete or traced) are the kernels' row columns
-  (``prepare.split_params``)."""
+  (``prepare.is_row_param``)."""
   p = p or {}
-  arrays = tuple(sorted(n for n, x in p.items()
-                        if isinstance(x, (jax.Array, np.ndarray))))
+  arrays = tuple(sorted(n for n, x in p.items() if prepare.is_row_param(x)))
   static = tuple(sorted((n, x) for n, x in p.items() if n not in arrays))
   return Kind(norm.name, static, arrays, int(d), int(dv or d),
               jnp.dtype(dtype).name, tuple(blocks or (None, None)), cap)
